@@ -1,0 +1,41 @@
+-- claim: lease up to n jobs from the ring, one lane head per turn.
+-- KEYS:  the standard eleven (lib.lua).
+-- ARGV:  1 prefix, 2 n (>= 1), 3 lease_ms (>= 1)
+-- Returns {deadline, id, group, payload, attempt, token, id, ...}: the
+-- deadline (server ms) shared by the batch, then five fields per job, in
+-- the order served. Only {deadline} when nothing is serviceable.
+--
+-- Each turn is LMOVE ring ring LEFT RIGHT: the lane at the head goes to the
+-- tail and its head job is leased. If that left the lane empty or at its
+-- ceiling, the lane is the tail and RPOP removes it: O(1), no ring scan.
+-- Every turn either serves a job or removes a lane, so the loop ends.
+local n, lease_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
+if not n or n < 1 or not lease_ms or lease_ms < 1 then
+  return redis.error_reply('EARG count and lease_ms must be positive')
+end
+local deadline = now_ms() + lease_ms
+local out = {deadline}
+if call('LLEN', K_RING) == 0 then return out end
+local tok = call('INCRBY', K_SEQ, n) - n
+local served = 0
+while served < n do
+  local g = call('LMOVE', K_RING, K_RING, 'LEFT', 'RIGHT')
+  if not g then break end
+  local lane = lane_key(g)
+  local head = call('ZPOPMIN', lane)
+  if #head == 0 then
+    -- An empty lane on the ring breaks the ring rule; heal it and go on.
+    call('RPOP', K_RING)
+  else
+    local id = head[1]
+    served = served + 1
+    local job = lease(id, g, deadline, tostring(tok + served))
+    for i = 1, 5 do out[#out + 1] = job[i] end
+    local act = call('HINCRBY', K_GACTIVE, g, 1)
+    local lim = glimit(g)
+    if (lim ~= nil and act >= lim) or call('ZCARD', lane) == 0 then
+      call('RPOP', K_RING)
+    end
+  end
+end
+return out

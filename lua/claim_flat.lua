@@ -1,0 +1,19 @@
+-- claim_flat: lease up to n jobs from the flat (ungrouped) set, oldest first.
+-- KEYS:  the standard eleven (lib.lua).
+-- ARGV:  1 prefix, 2 n (>= 1), 3 lease_ms (>= 1)
+-- Returns {deadline, id, '', payload, attempt, token, ...} as claim does.
+local n, lease_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
+if not n or n < 1 or not lease_ms or lease_ms < 1 then
+  return redis.error_reply('EARG count and lease_ms must be positive')
+end
+local deadline = now_ms() + lease_ms
+local out = {deadline}
+local popped = call('ZPOPMIN', K_PENDING, n)
+if #popped == 0 then return out end
+local k = #popped / 2
+local tok = call('INCRBY', K_SEQ, k) - k
+for i = 1, k do
+  local job = lease(popped[2 * i - 1], '', deadline, tostring(tok + i))
+  for j = 1, 5 do out[#out + 1] = job[j] end
+end
+return out

@@ -1,0 +1,34 @@
+-- complete: settle one or more leased jobs as done (completions that arrive
+-- together are coalesced into one call).
+-- KEYS:  the standard eleven (lib.lua).
+-- ARGV:  1 prefix, 2 retention_ms (how long the row is kept so a re-sent id
+--        is still a duplicate; 0 deletes it at once), then pairs
+--        (job id, lease token).
+-- Returns one status per pair: 'completed', 'ENOJOB' (no such job) or
+-- 'ELEASE' (not active, or the token is stale: nothing changed).
+local keep = tonumber(ARGV[2])
+if not keep or keep < 0 or #ARGV < 4 or #ARGV % 2 ~= 0 then
+  return redis.error_reply('EARG retention_ms and (job, lease) pairs expected')
+end
+local now = now_ms()
+local out = {}
+for i = 3, #ARGV, 2 do
+  local id = ARGV[i]
+  local g, err = check_lease(id, ARGV[i + 1])
+  if not g then
+    out[#out + 1] = err
+  else
+    leave_active(id, g)
+    local row = row_key(id)
+    if keep == 0 then
+      call('DEL', row)
+    else
+      call('HSET', row, 'state', 'completed', 'finished_ms', now)
+      -- The payload is not needed to answer 'duplicate'; free it now.
+      call('HDEL', row, 'lease', 'lease_until', 'payload')
+      call('PEXPIRE', row, keep)
+    end
+    out[#out + 1] = 'completed'
+  end
+end
+return out

@@ -1,0 +1,8 @@
+-- depth: the pending count of one group's lane, or of the flat set.
+-- KEYS:  the standard eleven (lib.lua).
+-- ARGV:  1 prefix, 2 group ('' = the flat set)
+-- Returns the count.
+local g = ARGV[2]
+if g == '' then return call('ZCARD', K_PENDING) end
+if not valid_group(g) then return redis.error_reply('EBRAND malformed group id') end
+return call('ZCARD', lane_key(g))

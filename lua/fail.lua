@@ -1,0 +1,34 @@
+-- fail: a worker gives a leased job back as failed.
+-- KEYS:  the standard eleven (lib.lua).
+-- ARGV:  1 prefix, 2 job id, 3 lease token, 4 error text,
+--        5 retry_ms (-1 = exponential backoff: 1 s * 2^(attempt-1), capped
+--        at 1 h; 0 = back to its lane at once), 6 dead ('1' = dead-letter now)
+-- Returns the job's new state: 'delayed', 'pending' or 'dead'.
+-- Errors: ENOJOB, ELEASE (stale or not active: nothing changed), EARG.
+local id, tok, reason = ARGV[2], ARGV[3], ARGV[4]
+local retry, dead = tonumber(ARGV[5]), ARGV[6] == '1'
+if not retry or retry < -1 then return redis.error_reply('EARG bad retry_ms') end
+local g, err = check_lease(id, tok)
+if not g then
+  if err == 'ENOJOB' then return redis.error_reply('ENOJOB no such job') end
+  return redis.error_reply('ELEASE lease is not current')
+end
+leave_active(id, g)
+local now = now_ms()
+local row = row_key(id)
+local f = call('HMGET', row, 'attempts', 'max_attempts')
+local att, max = tonumber(f[1]), tonumber(f[2])
+if dead or (max > 0 and att >= max) then
+  call('HDEL', row, 'lease', 'lease_until')
+  call('HSET', row, 'state', 'dead', 'error', reason, 'finished_ms', now)
+  call('ZADD', K_DEAD, now, id)
+  return 'dead'
+end
+if retry == -1 then
+  retry = math.min(1000 * 2 ^ math.min(att - 1, 22), 3600000)
+end
+if retry == 0 then return requeue(id, g, reason, now) end
+call('HDEL', row, 'lease', 'lease_until')
+call('HSET', row, 'state', 'delayed', 'error', reason)
+call('ZADD', K_DELAYED, now + retry, id)
+return 'delayed'

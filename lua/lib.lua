@@ -1,0 +1,173 @@
+-- lib.lua: the prelude every lane script is built with (scripts/embed_lua.py
+-- prepends it), so the lane rules live in one place.
+--
+-- KEYS, the same ten for every script (daemon/keys.c builds them):
+--   1 ring      list  the serviceable lanes, each at most once
+--   2 glimit    hash  group -> ceiling (absent = no ceiling)
+--   3 gactive   hash  group -> jobs in flight (absent = 0)
+--   4 paused    set   paused groups
+--   5 active    zset  job -> lease deadline (ms, server clock)
+--   6 delayed   zset  job -> due time (ms, server clock)
+--   7 dead      zset  job -> time it died
+--   8 pending   zset  the flat (ungrouped) backlog, score 0
+--   9 wake      list  wake tokens for parked consumers; also a pub/sub channel
+--  10 seq       string  the lease-token counter
+--  11 groups    set   every group whose lane may be non-empty (a superset)
+-- ARGV[1] is the key prefix "emq:{q}:"; per-job and per-lane keys are built
+-- from it and share the {q} hash tag, so a script stays inside one slot.
+--
+-- Ring rule (ARCHITECTURE invariant 2): G is on the ring exactly when its
+-- lane is non-empty, G is not paused and gactive[G] < glimit[G]. The hot
+-- paths keep it with O(1) transition checks; admin moves use reconcile().
+-- luacheck: push ignore 211 (some scripts use only part of the prelude)
+local PFX = ARGV[1]
+local K_RING, K_GLIMIT, K_GACTIVE, K_PAUSED = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_ACTIVE, K_DELAYED, K_DEAD, K_PENDING = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local K_WAKE, K_SEQ, K_GROUPS = KEYS[9], KEYS[10], KEYS[11]
+
+local call = redis.call
+
+-- Milliseconds on the Redis server's clock: every deadline is on this clock,
+-- so daemons with skewed clocks still agree on when a lease runs out.
+local function now_ms()
+  local t = call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function row_key(id) return PFX .. 'job:' .. id end
+local function lane_key(g) return PFX .. 'g:' .. g .. ':pending' end
+local function lane_active_key(g) return PFX .. 'g:' .. g .. ':active' end
+
+-- Wake parked consumers: a bounded token list for BLPOP-style waiters and a
+-- publish so every daemon on this Redis hears it.
+local function wake()
+  call('LPUSH', K_WAKE, '1')
+  call('LTRIM', K_WAKE, 0, 63)
+  call('PUBLISH', K_WAKE, PFX)
+end
+
+local function gactive(g)
+  return tonumber(call('HGET', K_GACTIVE, g) or '0')
+end
+
+local function glimit(g)
+  local lim = call('HGET', K_GLIMIT, g)
+  if lim then return tonumber(lim) end
+  return nil
+end
+
+local function paused(g)
+  return call('SISMEMBER', K_PAUSED, g) == 1
+end
+
+-- The ring rule, evaluated from the store (O(1)).
+local function serviceable(g)
+  if call('ZCARD', lane_key(g)) == 0 or paused(g) then return false end
+  local lim = glimit(g)
+  return lim == nil or gactive(g) < lim
+end
+
+-- Admin moves: make g's ring membership match the rule. LPOS/LREM are
+-- O(ring); only limit/pause/resume/reassign/drain use this.
+local function reconcile(g)
+  local want = serviceable(g)
+  local on = call('LPOS', K_RING, g)
+  if on and not want then
+    call('LREM', K_RING, 0, g)
+  elseif want and not on then
+    call('RPUSH', K_RING, g)
+    wake()
+  end
+end
+
+-- Put a job (its row already says pending) at its mint-ordered place in its
+-- lane, or in the flat set when g is ''. Only an empty -> non-empty lane can
+-- change ring membership (a non-empty lane is already placed correctly), so
+-- this is O(1) and never scans the ring.
+local function to_backlog(id, g)
+  if g == '' then
+    call('ZADD', K_PENDING, 0, id)
+    if call('ZCARD', K_PENDING) == 1 then wake() end
+    return
+  end
+  local lane = lane_key(g)
+  call('ZADD', lane, 0, id)
+  if call('ZCARD', lane) == 1 then
+    call('SADD', K_GROUPS, g)
+    if not paused(g) then
+      local lim = glimit(g)
+      if lim == nil or gactive(g) < lim then
+        call('RPUSH', K_RING, g)
+        wake()
+      end
+    end
+  end
+end
+
+-- A job of g has left the active set: give back its permit. The lane was
+-- off the ring only for its ceiling exactly when the count falls from the
+-- ceiling to one below it, so that is the only case that re-rings (O(1)).
+local function release_permit(g)
+  local act = call('HINCRBY', K_GACTIVE, g, -1)
+  if act == 0 then call('HDEL', K_GACTIVE, g) end
+  local lim = glimit(g)
+  if lim ~= nil and act == lim - 1 and not paused(g)
+     and call('ZCARD', lane_key(g)) > 0 then
+    call('RPUSH', K_RING, g)
+    wake()
+  end
+end
+
+local function leave_active(id, g)
+  call('ZREM', K_ACTIVE, id)
+  if g ~= '' then
+    call('ZREM', lane_active_key(g), id)
+    release_permit(g)
+  end
+end
+
+-- Lease a job that has just been taken off its backlog. tok is the fencing
+-- token that complete/fail/extend/release must present.
+local function lease(id, g, deadline, tok)
+  local row = row_key(id)
+  local att = call('HINCRBY', row, 'attempts', 1)
+  call('HSET', row, 'state', 'active', 'lease', tok, 'lease_until', deadline)
+  call('ZADD', K_ACTIVE, deadline, id)
+  if g ~= '' then call('ZADD', lane_active_key(g), deadline, id) end
+  return {id, g, call('HGET', row, 'payload') or '', att, tok}
+end
+
+-- Check a presented lease: returns the row's group, or nil and a status.
+local function check_lease(id, tok)
+  local f = call('HMGET', row_key(id), 'state', 'lease', 'group')
+  if not f[1] then return nil, 'ENOJOB' end
+  if f[1] ~= 'active' or f[2] ~= tok then return nil, 'ELEASE' end
+  return f[3] or ''
+end
+
+-- Send a job whose lease ended without success back to its backlog, or to
+-- the dead set when its attempts are spent (max_attempts 0 = unlimited).
+local function requeue(id, g, reason, now)
+  local row = row_key(id)
+  local f = call('HMGET', row, 'attempts', 'max_attempts')
+  local att, max = tonumber(f[1] or '0'), tonumber(f[2] or '0')
+  call('HDEL', row, 'lease', 'lease_until')
+  if reason then call('HSET', row, 'error', reason) end
+  if max > 0 and att >= max then
+    call('HSET', row, 'state', 'dead', 'finished_ms', now)
+    call('ZADD', K_DEAD, now, id)
+    return 'dead'
+  end
+  call('HSET', row, 'state', 'pending')
+  to_backlog(id, g)
+  return 'pending'
+end
+
+local function valid_group(g)
+  return #g >= 4 and #g <= 67 and string.match(g, '^%u%u%u[%w_%-]+$') ~= nil
+end
+
+local function valid_job(id)
+  return #id >= 4 and #id <= 67 and string.match(id, '^JOB[%w_%-]+$') ~= nil
+end
+-- luacheck: pop

@@ -1,0 +1,22 @@
+-- promote: move delayed jobs that are due into their lanes (or the flat
+-- set), at most max per call.
+-- KEYS:  the standard eleven (lib.lua).
+-- ARGV:  1 prefix, 2 max (>= 1)
+-- Returns {promoted, next}: next is ms until the next delayed job is due
+-- (-1 if none), so a timer can sleep exactly that long.
+local max = tonumber(ARGV[2])
+if not max or max < 1 then return redis.error_reply('EARG bad batch size') end
+local now = now_ms()
+local due = call('ZRANGE', K_DELAYED, '-inf', now, 'BYSCORE', 'LIMIT', 0, max)
+for _, id in ipairs(due) do
+  call('ZREM', K_DELAYED, id)
+  local row = row_key(id)
+  local g = call('HGET', row, 'group')
+  if g then -- a row cannot vanish while delayed; never resurrect one
+    call('HSET', row, 'state', 'pending')
+    to_backlog(id, g)
+  end
+end
+local nxt = call('ZRANGE', K_DELAYED, 0, 0, 'WITHSCORES')
+if #nxt == 0 then return {#due, -1} end
+return {#due, math.max(0, tonumber(nxt[2]) - now)}

@@ -1,0 +1,10 @@
+-- resume: release a paused group; its lane returns to the ring (with a wake)
+-- if it is serviceable.
+-- KEYS:  the standard eleven (lib.lua).
+-- ARGV:  1 prefix, 2 group
+-- Returns 1 if the group was paused, 0 if it was not.
+local g = ARGV[2]
+if not valid_group(g) then return redis.error_reply('EBRAND malformed group id') end
+local removed = call('SREM', K_PAUSED, g)
+reconcile(g)
+return removed

@@ -1,0 +1,170 @@
+/* lanes_fixture: see lanes_fixture.h. */
+#include "lanes_fixture.h"
+
+#include <criterion/criterion.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+struct redis_server fx_redis;
+redisContext *fx_conn;
+struct keys fx_q;
+
+void fx_setup(void)
+{
+    cr_assert_eq(redis_server_start(&fx_redis, NULL), 0, "redis-server did not start");
+    fx_conn = redis_server_connect(&fx_redis);
+    cr_assert_not_null(fx_conn);
+    cr_assert_eq(keys_init(&fx_q, "q", 1), 0);
+}
+
+void fx_assert_invariants(const struct keys *k)
+{
+    redisReply *r = lanes_call(fx_conn, k, SCRIPT_CHECK, NULL);
+    cr_assert_not_null(r);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "check failed: %s",
+                 r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
+    char first[512] = "";
+    for (size_t i = 0; i < r->elements; i++)
+        cr_log_error("invariant violated: %s", r->element[i]->str);
+    if (r->elements > 0)
+        snprintf(first, sizeof(first), "%s", r->element[0]->str);
+    size_t n = r->elements;
+    freeReplyObject(r);
+    cr_assert_eq(n, 0, "%zu invariant violations in %s, first: %s", n, k->prefix, first);
+}
+
+void fx_teardown(void)
+{
+    if (fx_conn != NULL) {
+        redisFree(fx_conn);
+        fx_conn = NULL;
+    }
+    redis_server_stop(&fx_redis);
+}
+
+static redisReply *callv(enum script_id id, va_list ap)
+{
+    const char *args[64];
+    int n = 0;
+    for (const char *a; n < 64 && (a = va_arg(ap, const char *)) != NULL;)
+        args[n++] = a;
+    redisReply *r = lanes_callv(fx_conn, &fx_q, id, n, args);
+    cr_assert_not_null(r, "connection error: %s", fx_conn->errstr);
+    return r;
+}
+
+long long fx_int(enum script_id id, ...)
+{
+    va_list ap;
+    va_start(ap, id);
+    redisReply *r = callv(id, ap);
+    va_end(ap);
+    cr_assert_eq(r->type, REDIS_REPLY_INTEGER, "%s: expected an integer, got type %d (%s)",
+                 script_table[id].name, r->type, r->type == REDIS_REPLY_ERROR ? r->str : "");
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+void fx_error(char *code, size_t cap, enum script_id id, ...)
+{
+    va_list ap;
+    va_start(ap, id);
+    redisReply *r = callv(id, ap);
+    va_end(ap);
+    cr_assert_eq(r->type, REDIS_REPLY_ERROR, "%s: expected an error", script_table[id].name);
+    size_t w = strcspn(r->str, " ");
+    snprintf(code, cap, "%.*s", (int)w, r->str);
+    freeReplyObject(r);
+}
+
+int fx_enqueue_delayed(const char *job, const char *group, long long delay_ms,
+                       long long max_attempts)
+{
+    char d[24], m[24];
+    snprintf(d, sizeof(d), "%lld", delay_ms);
+    snprintf(m, sizeof(m), "%lld", max_attempts);
+    return (int)fx_int(SCRIPT_ENQUEUE, job, group ? group : "", "{}", d, m, NULL);
+}
+
+int fx_enqueue(const char *job, const char *group, const char *payload)
+{
+    return (int)fx_int(SCRIPT_ENQUEUE, job, group ? group : "", payload ? payload : "{}", "0", "0",
+                       NULL);
+}
+
+static size_t parse_claim(redisReply *r, size_t n, struct leased *out, long long *deadline)
+{
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "claim: %s",
+                 r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
+    cr_assert_geq(r->elements, 1);
+    cr_assert_eq((r->elements - 1) % 5, 0);
+    if (deadline != NULL)
+        *deadline = r->element[0]->integer;
+    size_t got = (r->elements - 1) / 5;
+    cr_assert_leq(got, n, "claim served %zu, more than the %zu asked", got, n);
+    for (size_t i = 0; i < got; i++) {
+        redisReply **e = r->element + 1 + 5 * i;
+        snprintf(out[i].job, sizeof(out[i].job), "%s", e[0]->str);
+        snprintf(out[i].group, sizeof(out[i].group), "%s", e[1]->str);
+        snprintf(out[i].payload, sizeof(out[i].payload), "%s", e[2]->str);
+        out[i].attempt = e[3]->integer;
+        snprintf(out[i].lease, sizeof(out[i].lease), "%s", e[4]->str);
+    }
+    freeReplyObject(r);
+    return got;
+}
+
+size_t fx_claim(size_t n, long long lease_ms, struct leased *out, long long *deadline)
+{
+    char ns[24], ls[24];
+    snprintf(ns, sizeof(ns), "%zu", n);
+    snprintf(ls, sizeof(ls), "%lld", lease_ms);
+    return parse_claim(lanes_call(fx_conn, &fx_q, SCRIPT_CLAIM, ns, ls, NULL), n, out, deadline);
+}
+
+size_t fx_claim_flat(size_t n, long long lease_ms, struct leased *out)
+{
+    char ns[24], ls[24];
+    snprintf(ns, sizeof(ns), "%zu", n);
+    snprintf(ls, sizeof(ls), "%lld", lease_ms);
+    return parse_claim(lanes_call(fx_conn, &fx_q, SCRIPT_CLAIM_FLAT, ns, ls, NULL), n, out, NULL);
+}
+
+void fx_complete(const char *job, const char *lease, char *status, size_t cap)
+{
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_COMPLETE, "86400000", job, lease, NULL);
+    cr_assert_not_null(r);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "complete: %s",
+                 r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
+    cr_assert_eq(r->elements, 1);
+    snprintf(status, cap, "%s", r->element[0]->str);
+    freeReplyObject(r);
+}
+
+void fx_ring(char *out, size_t cap)
+{
+    redisReply *r = redisCommand(fx_conn, "LRANGE %s 0 -1", fx_q.names[KEY_RING]);
+    cr_assert_not_null(r);
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < r->elements && used < cap; i++)
+        used += snprintf(out + used, cap - used, "%s%s", i ? "," : "", r->element[i]->str);
+    freeReplyObject(r);
+}
+
+void fx_row(const char *job, const char *field, char *out, size_t cap)
+{
+    redisReply *r = redisCommand(fx_conn, "HGET %sjob:%s %s", fx_q.prefix, job, field);
+    cr_assert_not_null(r);
+    snprintf(out, cap, "%s", r->type == REDIS_REPLY_STRING ? r->str : "");
+    freeReplyObject(r);
+}
+
+void fx_sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}

@@ -1,0 +1,71 @@
+/* lanes_fixture: the per-test world of the lane tests: a fresh
+ * redis-server, a blocking connection, queue "q", and the invariant check
+ * run after every test. Also small wrappers that assert each script's
+ * reply shape, so tests read as the moves they make. */
+#ifndef EMQ_TEST_LANES_FIXTURE_H
+#define EMQ_TEST_LANES_FIXTURE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "lanes.h"
+#include "redis_server.h"
+
+extern struct redis_server fx_redis;
+extern redisContext *fx_conn;
+extern struct keys fx_q;
+
+void fx_setup(void);
+void fx_teardown(void);
+
+/* A lane test: its body, then the invariant check on fx_q as part of the
+ * same test (Criterion 2.4 ignores assertions made in .fini, so the check
+ * cannot live there). */
+#define LANE_TEST(suite, name, ...)                                                                \
+    static void name##_body(void);                                                                 \
+    Test(suite, name, ##__VA_ARGS__)                                                               \
+    {                                                                                              \
+        name##_body();                                                                             \
+        fx_assert_invariants(&fx_q);                                                               \
+    }                                                                                              \
+    static void name##_body(void)
+
+/* Assert that queue k satisfies every invariant (check.lua returns none). */
+void fx_assert_invariants(const struct keys *k);
+
+/* One leased job out of a claim reply. */
+struct leased {
+    char job[72];
+    char group[72];
+    char payload[256];
+    long long attempt;
+    char lease[32];
+};
+
+/* enqueue: returns 1 (enqueued) or 0 (duplicate); asserts no error. */
+int fx_enqueue(const char *job, const char *group, const char *payload);
+int fx_enqueue_delayed(const char *job, const char *group, long long delay_ms,
+                       long long max_attempts);
+
+/* claim / claim_flat n jobs into out (capacity n); returns how many. */
+size_t fx_claim(size_t n, long long lease_ms, struct leased *out, long long *deadline);
+size_t fx_claim_flat(size_t n, long long lease_ms, struct leased *out);
+
+/* One status string of complete/release for one pair ("completed", ...). */
+void fx_complete(const char *job, const char *lease, char *status, size_t cap);
+
+/* A script that returns an integer; asserts the reply is one. */
+long long fx_int(enum script_id id, ...);
+
+/* A script that must fail: returns the error code word ("ELEASE", ...). */
+void fx_error(char *code, size_t cap, enum script_id id, ...);
+
+/* Ring contents, joined with ',' (e.g. "TENa,TENb"). */
+void fx_ring(char *out, size_t cap);
+
+/* HGET of a job row field into out ("" when absent). */
+void fx_row(const char *job, const char *field, char *out, size_t cap);
+
+void fx_sleep_ms(long ms);
+
+#endif

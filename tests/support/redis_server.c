@@ -1,0 +1,175 @@
+/* redis_server: a throwaway redis-server for one test (see redis_server.h). */
+#include "redis_server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int test_free_port(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int port = -1;
+
+    if (fd < 0)
+        return -1;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    close(fd);
+    return port;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static pid_t spawn(const struct redis_server *rs, const char *const *extra)
+{
+    const char *bin = getenv("REDIS_SERVER") ? getenv("REDIS_SERVER") : "redis-server";
+    char port[16], log[128];
+    const char *argv[64];
+    int n = 0;
+
+    snprintf(port, sizeof(port), "%d", rs->port);
+    snprintf(log, sizeof(log), "%s/redis.log", rs->dir);
+    argv[n++] = bin;
+    argv[n++] = "--port";
+    argv[n++] = port;
+    argv[n++] = "--bind";
+    argv[n++] = "127.0.0.1";
+    argv[n++] = "--dir";
+    argv[n++] = rs->dir;
+    argv[n++] = "--save";
+    argv[n++] = "";
+    argv[n++] = "--daemonize";
+    argv[n++] = "no";
+    argv[n++] = "--logfile";
+    argv[n++] = log;
+    for (; extra != NULL && *extra != NULL && n < 62; extra++)
+        argv[n++] = *extra;
+    argv[n] = NULL;
+
+    pid_t pid = fork();
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0) {
+            dup2(devnull, STDIN_FILENO);
+            dup2(devnull, STDOUT_FILENO);
+        }
+        execvp(bin, (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Wait until the child answers PING; 0, or -1 if it died or never did. */
+static int await_ready(struct redis_server *rs)
+{
+    for (int i = 0; i < 500; i++) {
+        int status;
+        if (waitpid(rs->pid, &status, WNOHANG) == rs->pid) {
+            rs->pid = 0;
+            return -1;
+        }
+        redisContext *c = redis_server_connect(rs);
+        if (c != NULL) {
+            redisReply *r = redisCommand(c, "PING");
+            int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+            freeReplyObject(r);
+            redisFree(c);
+            if (ok)
+                return 0;
+        }
+        sleep_ms(10);
+    }
+    return -1;
+}
+
+int redis_server_start(struct redis_server *rs, const char *const *extra)
+{
+    memset(rs, 0, sizeof(*rs));
+    snprintf(rs->dir, sizeof(rs->dir), "/tmp/emq-redis-XXXXXX");
+    if (mkdtemp(rs->dir) == NULL)
+        return -errno;
+    /* The free port can be taken between our probe and redis' bind: retry. */
+    for (int attempt = 0; attempt < 5; attempt++) {
+        rs->port = test_free_port();
+        rs->pid = spawn(rs, extra);
+        if (rs->pid < 0)
+            return -errno;
+        if (await_ready(rs) == 0)
+            return 0;
+        if (rs->pid > 0) {
+            kill(rs->pid, SIGKILL);
+            waitpid(rs->pid, NULL, 0);
+            rs->pid = 0;
+        }
+    }
+    return -EADDRINUSE;
+}
+
+void redis_server_kill(struct redis_server *rs)
+{
+    if (rs->pid > 0) {
+        kill(rs->pid, SIGKILL);
+        waitpid(rs->pid, NULL, 0);
+        rs->pid = 0;
+    }
+}
+
+int redis_server_restart(struct redis_server *rs, const char *const *extra)
+{
+    for (int attempt = 0; attempt < 50; attempt++) {
+        rs->pid = spawn(rs, extra);
+        if (rs->pid < 0)
+            return -errno;
+        if (await_ready(rs) == 0)
+            return 0;
+        sleep_ms(20); /* the old socket may linger for a moment */
+    }
+    return -EADDRINUSE;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+void redis_server_stop(struct redis_server *rs)
+{
+    if (rs->pid > 0) {
+        kill(rs->pid, SIGTERM);
+        waitpid(rs->pid, NULL, 0);
+        rs->pid = 0;
+    }
+    if (rs->dir[0] != '\0')
+        nftw(rs->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    rs->dir[0] = '\0';
+}
+
+redisContext *redis_server_connect(const struct redis_server *rs)
+{
+    struct timeval tv = {.tv_sec = 2};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", rs->port, tv);
+    if (c != NULL && c->err) {
+        redisFree(c);
+        return NULL;
+    }
+    return c;
+}

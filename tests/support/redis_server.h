@@ -1,0 +1,37 @@
+/* redis_server: a throwaway redis-server for one test, on a free loopback
+ * port, in its own temporary directory. */
+#ifndef EMQ_TEST_REDIS_SERVER_H
+#define EMQ_TEST_REDIS_SERVER_H
+
+#include <sys/types.h>
+
+#include <hiredis/hiredis.h>
+
+struct redis_server {
+    pid_t pid;
+    int port;
+    char dir[64];
+};
+
+/* Start redis-server ($REDIS_SERVER, else from PATH) and wait until it
+ * answers PING. extra is a NULL-terminated list of further arguments
+ * (e.g. "--appendonly", "yes") or NULL. Returns 0 or -errno. */
+int redis_server_start(struct redis_server *rs, const char *const *extra);
+
+/* SIGKILL the server (a crash, for fault tests) and reap it; the directory
+ * stays so a restart finds its AOF. */
+void redis_server_kill(struct redis_server *rs);
+
+/* Start it again on the same port and directory (after redis_server_kill). */
+int redis_server_restart(struct redis_server *rs, const char *const *extra);
+
+/* Stop it (SIGTERM, then reap) and remove its directory. */
+void redis_server_stop(struct redis_server *rs);
+
+/* A new blocking connection to it, or NULL. */
+redisContext *redis_server_connect(const struct redis_server *rs);
+
+/* A free TCP port on 127.0.0.1 (the kernel picks it). */
+int test_free_port(void);
+
+#endif

@@ -1,0 +1,61 @@
+/* The embedded script table and the key layout it is called with. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keys.h"
+#include "lua_scripts.h"
+
+Test(scripts, table_is_complete_and_well_formed)
+{
+    for (int i = 0; i < SCRIPT__COUNT; i++) {
+        const struct script *s = &script_table[i];
+        cr_assert_not_null(s->name, "script %d has no entry", i);
+        cr_assert_eq(strlen(s->source), s->length, "%s: length", s->name);
+        cr_assert_eq(strlen(s->sha1), 40, "%s: sha1", s->name);
+        cr_assert_eq(strspn(s->sha1, "0123456789abcdef"), 40, "%s: sha1 is hex", s->name);
+        cr_assert_not_null(strstr(s->source, "-- KEYS:"), "%s: no KEYS contract", s->name);
+        cr_assert_not_null(strstr(s->source, "-- Returns"), "%s: no return contract", s->name);
+        for (int k = 0; k < i; k++)
+            cr_assert_str_neq(s->name, script_table[k].name);
+    }
+    cr_assert_str_eq(script_table[SCRIPT_ENQUEUE].name, "enqueue");
+    cr_assert_str_eq(script_table[SCRIPT_CLAIM].name, "claim");
+}
+
+/* lua/lib.lua documents KEYS[1..11] in a comment block ("--   1 ring");
+ * keys.c must build them in the same order. */
+Test(scripts, key_order_matches_the_lua_prelude)
+{
+    char path[512];
+    const char *root = getenv("EMQ_SOURCE_ROOT");
+    cr_assert_not_null(root, "EMQ_SOURCE_ROOT is not set");
+    snprintf(path, sizeof(path), "%s/lua/lib.lua", root);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "cannot open %s", path);
+    char line[256];
+    int seen = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        int idx;
+        char name[32];
+        if (sscanf(line, "-- %d %31s", &idx, name) == 2 && idx >= 1 && idx <= KEY__COUNT) {
+            cr_assert_str_eq(keys_suffix[idx - 1], name, "KEYS[%d]", idx);
+            seen++;
+        }
+    }
+    fclose(f);
+    cr_assert_eq(seen, KEY__COUNT);
+}
+
+Test(scripts, keys_carry_the_queue_hash_tag)
+{
+    struct keys k;
+    cr_assert_eq(keys_init(&k, "orders", 6), 0);
+    cr_assert_str_eq(k.prefix, "emq:{orders}:");
+    cr_assert_eq(k.prefix_len, 13);
+    cr_assert_str_eq(k.names[KEY_RING], "emq:{orders}:ring");
+    cr_assert_eq(k.lens[KEY_GROUPS], strlen("emq:{orders}:groups"));
+    cr_assert_eq(keys_init(&k, "bad}name", 8), KEYS_EQUEUE);
+    cr_assert_eq(keys_init(&k, "", 0), KEYS_EQUEUE);
+}
