@@ -20,20 +20,29 @@ for _, g in ipairs(call('SMEMBERS', K_PAUSED)) do groups[g] = true end
 for _, g in ipairs(call('HKEYS', K_GLIMIT)) do groups[g] = true end
 for _, g in ipairs(call('HKEYS', K_GACTIVE)) do groups[g] = true end
 
+local function scan(pattern, each)
+  local cursor = '0'
+  repeat
+    local r = call('SCAN', cursor, 'MATCH', pattern, 'COUNT', 1000)
+    cursor = r[1]
+    for _, key in ipairs(r[2]) do each(key) end
+  until cursor == '0'
+end
+
+-- Every lane key names a group, registered or not.
+scan(PFX .. 'g:*', function(key)
+  local g = string.match(string.sub(key, #PFX + 1), '^g:(.+):%a+$')
+  if g then groups[g] = true end
+end)
+
 -- Every row of the queue, by state.
-local rows, nrows = {}, 0
-local cursor = '0'
-repeat
-  local r = call('SCAN', cursor, 'MATCH', PFX .. 'job:*', 'COUNT', 1000)
-  cursor = r[1]
-  for _, key in ipairs(r[2]) do
-    local id = string.sub(key, #PFX + 5)
-    local f = call('HMGET', key, 'state', 'group')
-    rows[id] = {state = f[1] or '', group = f[2] or ''}
-    nrows = nrows + 1
-    if f[2] and f[2] ~= '' then groups[f[2]] = true end
-  end
-until cursor == '0'
+local rows = {}
+scan(PFX .. 'job:*', function(key)
+  local id = string.sub(key, #PFX + 5)
+  local f = call('HMGET', key, 'state', 'group')
+  rows[id] = {state = f[1] or '', group = f[2] or ''}
+  if f[2] and f[2] ~= '' then groups[f[2]] = true end
+end)
 
 -- Invariant 4 (and 5): each structure holds only rows in the matching
 -- state, and each row is in exactly the structure its state names.

@@ -1,0 +1,311 @@
+/* Leases: fencing tokens, complete / fail / extend / release, the reaper,
+ * delayed jobs and retention. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lanes_fixture.h"
+
+TestSuite(lease, .init = fx_setup, .fini = fx_teardown, .timeout = 60);
+
+static void zcard(enum key_id key, long long want, const char *what)
+{
+    redisReply *r = redisCommand(fx_conn, "ZCARD %s", fx_q.names[key]);
+    cr_assert_eq(r->integer, want, "%s: %lld, want %lld", what, r->integer, want);
+    freeReplyObject(r);
+}
+
+LANE_TEST(lease, a_reaped_jobs_old_lease_token_is_refused)
+{
+    cr_assert_eq(fx_enqueue("JOB1", "TENa", "{}"), 1);
+    struct leased first, second;
+    cr_assert_eq(fx_claim(1, 1, &first, NULL), 1);
+    fx_sleep_ms(5);
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_REAP, "100", NULL);
+    cr_assert_eq(r->element[0]->integer, 1, "the expired lease is reaped");
+    cr_assert_eq(r->element[1]->integer, -1, "no lease left to wait for");
+    freeReplyObject(r);
+    char state[32];
+    fx_row("JOB1", "state", state, sizeof(state));
+    cr_assert_str_eq(state, "pending");
+
+    cr_assert_eq(fx_claim(1, 30000, &second, NULL), 1);
+    cr_assert_str_eq(second.job, "JOB1");
+    cr_assert_eq(second.attempt, 2, "the reaped attempt counts");
+    cr_assert_str_neq(first.lease, second.lease);
+
+    /* The stale worker wakes up: every move with its token is refused. */
+    char st[32], code[32];
+    fx_complete("JOB1", first.lease, st, sizeof(st));
+    cr_assert_str_eq(st, "ELEASE");
+    fx_error(code, sizeof(code), SCRIPT_FAIL, "JOB1", first.lease, "boom", "0", "0", NULL);
+    cr_assert_str_eq(code, "ELEASE");
+    fx_error(code, sizeof(code), SCRIPT_EXTEND, "JOB1", first.lease, "1000", NULL);
+    cr_assert_str_eq(code, "ELEASE");
+    r = lanes_call(fx_conn, &fx_q, SCRIPT_RELEASE, "bye", "JOB1", first.lease, NULL);
+    cr_assert_str_eq(r->element[0]->str, "ELEASE");
+    freeReplyObject(r);
+
+    /* ...and nothing changed: the current holder still holds it. */
+    fx_row("JOB1", "state", state, sizeof(state));
+    cr_assert_str_eq(state, "active");
+    char tok[32];
+    fx_row("JOB1", "lease", tok, sizeof(tok));
+    cr_assert_str_eq(tok, second.lease);
+    fx_complete("JOB1", second.lease, st, sizeof(st));
+    cr_assert_str_eq(st, "completed");
+}
+
+LANE_TEST(lease, complete_of_unknown_or_settled_jobs_is_refused)
+{
+    char st[32];
+    fx_complete("JOBnope", "1", st, sizeof(st));
+    cr_assert_str_eq(st, "ENOJOB");
+    cr_assert_eq(fx_enqueue("JOB1", NULL, "{}"), 1);
+    fx_complete("JOB1", "1", st, sizeof(st));
+    cr_assert_str_eq(st, "ELEASE", "a pending job has no lease to complete");
+    struct leased j;
+    cr_assert_eq(fx_claim_flat(1, 30000, &j), 1);
+    fx_complete("JOB1", j.lease, st, sizeof(st));
+    cr_assert_str_eq(st, "completed");
+    fx_complete("JOB1", j.lease, st, sizeof(st));
+    cr_assert_str_eq(st, "ELEASE", "completing twice is refused");
+}
+
+LANE_TEST(lease, complete_coalesces_many_pairs_in_one_call)
+{
+    char job[16];
+    for (int i = 0; i < 4; i++) {
+        snprintf(job, sizeof(job), "JOB%d", i);
+        cr_assert_eq(fx_enqueue(job, "TENa", "{}"), 1);
+    }
+    struct leased j[4];
+    cr_assert_eq(fx_claim(4, 30000, j, NULL), 4);
+    redisReply *r =
+        lanes_call(fx_conn, &fx_q, SCRIPT_COMPLETE, "60000", j[0].job, j[0].lease, j[1].job,
+                   "999999", j[2].job, j[2].lease, j[3].job, j[3].lease, NULL);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    cr_assert_eq(r->elements, 4);
+    cr_assert_str_eq(r->element[0]->str, "completed");
+    cr_assert_str_eq(r->element[1]->str, "ELEASE", "one bad pair does not spoil the rest");
+    cr_assert_str_eq(r->element[2]->str, "completed");
+    cr_assert_str_eq(r->element[3]->str, "completed");
+    freeReplyObject(r);
+    redisReply *act = redisCommand(fx_conn, "HGET %s TENa", fx_q.names[KEY_GACTIVE]);
+    cr_assert_str_eq(act->str, "1");
+    freeReplyObject(act);
+}
+
+LANE_TEST(lease, completed_rows_are_kept_for_the_retention_then_expire)
+{
+    cr_assert_eq(fx_enqueue("JOB1", "TENa", "{\"big\":1}"), 1);
+    struct leased j;
+    cr_assert_eq(fx_claim(1, 30000, &j, NULL), 1);
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_COMPLETE, "300", "JOB1", j.lease, NULL);
+    cr_assert_str_eq(r->element[0]->str, "completed");
+    freeReplyObject(r);
+    char v[32];
+    fx_row("JOB1", "state", v, sizeof(v));
+    cr_assert_str_eq(v, "completed");
+    fx_row("JOB1", "payload", v, sizeof(v));
+    cr_assert_str_eq(v, "", "the payload is freed at completion");
+    cr_assert_eq(fx_enqueue("JOB1", "TENa", "{}"), 0, "a re-sent id is still a duplicate");
+    fx_sleep_ms(450);
+    cr_assert_eq(fx_enqueue("JOB1", "TENa", "{}"), 1, "after the retention the id is free");
+}
+
+LANE_TEST(lease, fail_retries_through_delayed_then_dead_letters)
+{
+    cr_assert_eq(fx_enqueue_delayed("JOB1", "TENa", 0, 2), 1);
+    struct leased j;
+    cr_assert_eq(fx_claim(1, 30000, &j, NULL), 1);
+    redisReply *r =
+        lanes_call(fx_conn, &fx_q, SCRIPT_FAIL, "JOB1", j.lease, "boom", "40", "0", NULL);
+    cr_assert_str_eq(r->str, "delayed");
+    freeReplyObject(r);
+    char v[64];
+    fx_row("JOB1", "error", v, sizeof(v));
+    cr_assert_str_eq(v, "boom");
+    zcard(KEY_DELAYED, 1, "delayed");
+    zcard(KEY_ACTIVE, 0, "active");
+    struct leased none;
+    cr_assert_eq(fx_claim(1, 30000, &none, NULL), 0, "not claimable before it is due");
+
+    r = lanes_call(fx_conn, &fx_q, SCRIPT_PROMOTE, "100", NULL);
+    cr_assert_eq(r->element[0]->integer, 0, "nothing is due yet");
+    cr_assert_geq(r->element[1]->integer, 0);
+    cr_assert_leq(r->element[1]->integer, 40, "next due within the retry delay");
+    freeReplyObject(r);
+    fx_sleep_ms(60);
+    r = lanes_call(fx_conn, &fx_q, SCRIPT_PROMOTE, "100", NULL);
+    cr_assert_eq(r->element[0]->integer, 1);
+    cr_assert_eq(r->element[1]->integer, -1);
+    freeReplyObject(r);
+
+    cr_assert_eq(fx_claim(1, 30000, &j, NULL), 1);
+    cr_assert_eq(j.attempt, 2);
+    r = lanes_call(fx_conn, &fx_q, SCRIPT_FAIL, "JOB1", j.lease, "again", "40", "0", NULL);
+    cr_assert_str_eq(r->str, "dead", "max_attempts 2 is spent");
+    freeReplyObject(r);
+    zcard(KEY_DEAD, 1, "dead");
+    fx_row("JOB1", "state", v, sizeof(v));
+    cr_assert_str_eq(v, "dead");
+}
+
+LANE_TEST(lease, fail_with_dead_flag_or_zero_retry)
+{
+    cr_assert_eq(fx_enqueue("JOB1", "TENa", "{}"), 1);
+    cr_assert_eq(fx_enqueue("JOB2", "TENa", "{}"), 1);
+    struct leased j[2];
+    cr_assert_eq(fx_claim(2, 30000, j, NULL), 2);
+    redisReply *r =
+        lanes_call(fx_conn, &fx_q, SCRIPT_FAIL, "JOB1", j[0].lease, "poison", "0", "1", NULL);
+    cr_assert_str_eq(r->str, "dead");
+    freeReplyObject(r);
+    r = lanes_call(fx_conn, &fx_q, SCRIPT_FAIL, "JOB2", j[1].lease, "flaky", "0", "0", NULL);
+    cr_assert_str_eq(r->str, "pending", "retry_ms 0 goes straight back to the lane");
+    freeReplyObject(r);
+    cr_assert_eq(fx_int(SCRIPT_DEPTH, "TENa", NULL), 1);
+    char ring[64];
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "TENa");
+}
+
+LANE_TEST(lease, default_backoff_doubles_per_attempt)
+{
+    cr_assert_eq(fx_enqueue("JOB1", NULL, "{}"), 1);
+    struct leased j;
+    cr_assert_eq(fx_claim_flat(1, 30000, &j), 1);
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_FAIL, "JOB1", j.lease, "x", "-1", "0", NULL);
+    cr_assert_str_eq(r->str, "delayed");
+    freeReplyObject(r);
+    redisReply *t = redisCommand(fx_conn, "TIME");
+    long long now = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+    freeReplyObject(t);
+    r = redisCommand(fx_conn, "ZSCORE %s JOB1", fx_q.names[KEY_DELAYED]);
+    long long due = atoll(r->str);
+    freeReplyObject(r);
+    cr_assert(due - now > 900 && due - now <= 1000, "first retry after ~1 s, got %lld ms",
+              due - now);
+}
+
+LANE_TEST(lease, extend_moves_the_deadline_so_the_reaper_skips_it)
+{
+    cr_assert_eq(fx_enqueue("JOB1", "TENa", "{}"), 1);
+    struct leased j;
+    long long deadline;
+    cr_assert_eq(fx_claim(1, 20, &j, &deadline), 1);
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_EXTEND, "JOB1", j.lease, "60000", NULL);
+    cr_assert_eq(r->type, REDIS_REPLY_INTEGER);
+    cr_assert_gt(r->integer, deadline + 50000);
+    long long extended = r->integer;
+    freeReplyObject(r);
+    fx_sleep_ms(40);
+    r = lanes_call(fx_conn, &fx_q, SCRIPT_REAP, "100", NULL);
+    cr_assert_eq(r->element[0]->integer, 0, "an extended lease is not reaped");
+    cr_assert_gt(r->element[1]->integer, 50000, "next expiry is the extended one");
+    freeReplyObject(r);
+    r = lanes_call(fx_conn, &fx_q, SCRIPT_REAP_GROUP, "TENa", "100", NULL);
+    cr_assert_eq(r->integer, 0, "the group's lease index was extended too");
+    freeReplyObject(r);
+    char until[32];
+    fx_row("JOB1", "lease_until", until, sizeof(until));
+    cr_assert_eq(atoll(until), extended);
+}
+
+LANE_TEST(lease, release_returns_jobs_at_once_with_the_attempt_counted)
+{
+    cr_assert_eq(fx_enqueue_delayed("JOB1", "TENa", 0, 1), 1);
+    cr_assert_eq(fx_enqueue_delayed("JOB2", "TENa", 0, 0), 1);
+    cr_assert_eq(fx_int(SCRIPT_LIMIT, "TENa", "2", NULL), 1);
+    struct leased j[2];
+    cr_assert_eq(fx_claim(2, 30000, j, NULL), 2);
+    char ring[64];
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "");
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_RELEASE, "connection closed", j[0].job,
+                               j[0].lease, j[1].job, j[1].lease, NULL);
+    cr_assert_eq(r->elements, 2);
+    cr_assert_str_eq(r->element[0]->str, "dead", "JOB1 had max_attempts 1");
+    cr_assert_str_eq(r->element[1]->str, "pending");
+    freeReplyObject(r);
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "TENa");
+    struct leased again;
+    cr_assert_eq(fx_claim(1, 30000, &again, NULL), 1);
+    cr_assert_str_eq(again.job, "JOB2");
+    cr_assert_eq(again.attempt, 2);
+    char err[64];
+    fx_row("JOB1", "error", err, sizeof(err));
+    cr_assert_str_eq(err, "connection closed");
+}
+
+LANE_TEST(lease, reap_dead_letters_when_attempts_are_spent)
+{
+    cr_assert_eq(fx_enqueue_delayed("JOB1", NULL, 0, 1), 1);
+    struct leased j;
+    cr_assert_eq(fx_claim_flat(1, 1, &j), 1);
+    fx_sleep_ms(5);
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_REAP, "100", NULL);
+    cr_assert_eq(r->element[0]->integer, 1);
+    freeReplyObject(r);
+    char v[64];
+    fx_row("JOB1", "state", v, sizeof(v));
+    cr_assert_str_eq(v, "dead");
+    fx_row("JOB1", "error", v, sizeof(v));
+    cr_assert_str_eq(v, "lease expired");
+}
+
+LANE_TEST(lease, reap_is_bounded_per_call)
+{
+    char job[16];
+    for (int i = 0; i < 10; i++) {
+        snprintf(job, sizeof(job), "JOB%02d", i);
+        cr_assert_eq(fx_enqueue(job, "TENa", "{}"), 1);
+    }
+    struct leased j[10];
+    cr_assert_eq(fx_claim(10, 1, j, NULL), 10);
+    fx_sleep_ms(5);
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_REAP, "4", NULL);
+    cr_assert_eq(r->element[0]->integer, 4);
+    cr_assert_eq(r->element[1]->integer, 0, "more are already due");
+    freeReplyObject(r);
+    r = lanes_call(fx_conn, &fx_q, SCRIPT_REAP, "100", NULL);
+    cr_assert_eq(r->element[0]->integer, 6);
+    freeReplyObject(r);
+    cr_assert_eq(fx_int(SCRIPT_DEPTH, "TENa", NULL), 10);
+}
+
+LANE_TEST(lease, delayed_enqueue_waits_for_promote)
+{
+    cr_assert_eq(fx_enqueue_delayed("JOB1", "TENa", 30, 0), 1);
+    char v[32];
+    fx_row("JOB1", "state", v, sizeof(v));
+    cr_assert_str_eq(v, "delayed");
+    struct leased j;
+    cr_assert_eq(fx_claim(1, 30000, &j, NULL), 0);
+    fx_sleep_ms(50);
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_PROMOTE, "10", NULL);
+    cr_assert_eq(r->element[0]->integer, 1);
+    freeReplyObject(r);
+    cr_assert_eq(fx_claim(1, 30000, &j, NULL), 1);
+    cr_assert_str_eq(j.job, "JOB1");
+}
+
+LANE_TEST(lease, bad_arguments_are_refused)
+{
+    char code[32];
+    fx_error(code, sizeof(code), SCRIPT_CLAIM, "0", "1000", NULL);
+    cr_assert_str_eq(code, "EARG");
+    fx_error(code, sizeof(code), SCRIPT_CLAIM, "1", "x", NULL);
+    cr_assert_str_eq(code, "EARG");
+    fx_error(code, sizeof(code), SCRIPT_EXTEND, "JOB1", "1", "0", NULL);
+    cr_assert_str_eq(code, "EARG");
+    fx_error(code, sizeof(code), SCRIPT_FAIL, "JOB1", "1", "e", "-5", "0", NULL);
+    cr_assert_str_eq(code, "EARG");
+    fx_error(code, sizeof(code), SCRIPT_EXTEND, "JOBnone", "1", "10", NULL);
+    cr_assert_str_eq(code, "ENOJOB");
+    fx_error(code, sizeof(code), SCRIPT_COMPLETE, "1000", "JOB1", NULL);
+    cr_assert_str_eq(code, "EARG");
+}
