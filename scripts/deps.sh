@@ -1,0 +1,36 @@
+# deps.sh: sourced by run.sh and test.sh. Installs, with apt-get, whatever
+# Debian 12 packages the build and the tests need and are missing.
+# shellcheck shell=bash
+
+EMQ_PACKAGES=(
+    build-essential pkg-config meson ninja-build python3
+    libuv1-dev libhiredis-dev libjansson-dev libcriterion-dev
+    redis-server lua-check
+)
+
+emq_install_deps() {
+    local missing=()
+    for p in "${EMQ_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+            missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "echomq: installing ${missing[*]}" >&2
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+            "${missing[@]}" >/dev/null
+}
+
+# Configure (or reconfigure) a build directory and build it.
+emq_build() {
+    local dir=$1
+    shift
+    if [ -f "$dir/build.ninja" ]; then
+        meson configure "$dir" "$@" >/dev/null
+    else
+        meson setup "$dir" "$@" >/dev/null
+    fi
+    ninja -C "$dir"
+}
