@@ -1,0 +1,534 @@
+/* client: one connection. Bytes come in through the frame reader, each line
+ * becomes a request run by its command; replies leave in request order,
+ * batched into one write per loop turn. Jobs leased to the connection are
+ * remembered so they can be given back the moment it closes. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "server.h"
+
+static void on_close_cb(uv_handle_t *h);
+
+void client_ref(struct client *c)
+{
+    c->refs++;
+}
+
+static void client_free(struct client *c)
+{
+    frame_deinit(&c->frame);
+    outbuf_deinit(&c->out);
+    outbuf_deinit(&c->wbuf);
+    map_deinit(&c->held);
+    free(c);
+}
+
+void client_unref(struct client *c)
+{
+    if (--c->refs == 0)
+        client_free(c);
+}
+
+/* Reads pause while too many requests wait for replies (a pipelining
+ * client cannot make the daemon buffer without bound) and resume below
+ * half of that. */
+static void read_start(struct client *c);
+
+static void maybe_resume(struct client *c)
+{
+    if (!c->reading && !c->closing && !c->quit && c->inflight <= c->srv->cfg->max_inflight / 2)
+        read_start(c);
+}
+
+static void mark_dirty(struct client *c)
+{
+    if (!c->dirty) {
+        client_ref(c); /* dropped by client_flush_all */
+        c->dirty = true;
+        c->dirty_next = c->srv->dirty;
+        c->srv->dirty = c;
+    }
+}
+
+void client_send(struct client *c, const char *data, size_t len)
+{
+    if (c->closing)
+        return;
+    if (c->out.len + c->wbuf.len + len > c->srv->cfg->max_output) {
+        log_warn("client %s: output buffer over %zu bytes (not reading?), disconnecting", c->addr,
+                 c->srv->cfg->max_output);
+        client_close(c, "output buffer full");
+        return;
+    }
+    outbuf_append(&c->out, data, len);
+    mark_dirty(c);
+}
+
+static void req_free(struct req *r)
+{
+    struct client *c = r->c;
+    json_decref(r->root);
+    json_decref(r->acc);
+    free(r->reply);
+    free(r);
+    c->inflight--;
+    maybe_resume(c);
+    client_unref(c);
+}
+
+/* Move every finished reply at the head of the line into the output. */
+static void drain_replies(struct client *c)
+{
+    while (c->head != NULL && c->head->done) {
+        struct req *r = c->head;
+        c->head = r->next;
+        if (c->head == NULL)
+            c->tail = NULL;
+        client_send(c, r->reply, r->reply_len);
+        bool quit = c->quit && c->head == NULL;
+        req_free(r);
+        if (quit)
+            mark_dirty(c); /* the flush closes it once written */
+    }
+}
+
+static void finish(struct req *r, struct outbuf *line)
+{
+    struct client *c = r->c;
+    if (c->closing) {
+        /* Nobody to answer; the request was unlinked when the client
+         * closed. */
+        outbuf_deinit(line);
+        req_free(r);
+        return;
+    }
+    r->done = true;
+    r->reply = line->data;
+    r->reply_len = line->len;
+    line->data = NULL;
+    drain_replies(c);
+}
+
+void req_ok(struct req *r, json_t *fields)
+{
+    struct outbuf line;
+    outbuf_init(&line);
+    reply_ok(&line, r->ref, fields);
+    json_decref(fields);
+    finish(r, &line);
+}
+
+void req_error(struct req *r, enum wire_error code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    r->c->srv->count.errors++;
+    log_debug("client %s: %s %s: %s", r->c->addr, r->cmd ? r->cmd->name : "-",
+              wire_error_name(code), msg);
+    struct outbuf line;
+    outbuf_init(&line);
+    reply_error(&line, r->ref, code, msg);
+    finish(r, &line);
+}
+
+void req_backend_error(struct req *r, int status, const redisReply *reply)
+{
+    if (status != 0 || reply == NULL) {
+        req_error(r, WIRE_EUNAVAILABLE, "the backend did not answer in time; retry");
+        return;
+    }
+    if (reply->type == REDIS_REPLY_ERROR) {
+        /* Lane scripts fail with "ECODE message"; anything else is ours. */
+        size_t w = strcspn(reply->str, " ");
+        enum wire_error code = wire_error_lookup(reply->str, w);
+        const char *msg = reply->str[w] ? reply->str + w + 1 : reply->str;
+        if (code == WIRE_EINTERNAL)
+            log_error("backend error for %s: %s", r->cmd ? r->cmd->name : "-", reply->str);
+        req_error(r, code, "%s", msg);
+        return;
+    }
+    log_error("unexpected backend reply type %d for %s", reply->type,
+              r->cmd ? r->cmd->name : "-");
+    req_error(r, WIRE_EINTERNAL, "unexpected backend reply");
+}
+
+struct server *req_server(const struct req *r)
+{
+    return r->c->srv;
+}
+
+static struct req *req_new(struct client *c)
+{
+    struct req *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return NULL;
+    r->c = c;
+    client_ref(c);
+    c->inflight++;
+    if (c->tail != NULL)
+        c->tail->next = r;
+    else
+        c->head = r;
+    c->tail = r;
+    return r;
+}
+
+static bool auth_ok(struct client *c, const struct cmd *cmd)
+{
+    return c->authed || c->srv->cfg->token == NULL || (cmd->flags & CMD_NOAUTH);
+}
+
+static void handle_line(struct client *c, const char *line, size_t len)
+{
+    struct server *s = c->srv;
+    struct req *r = req_new(c);
+    struct request rq;
+    struct request_error err;
+
+    if (r == NULL) {
+        client_close(c, "out of memory");
+        return;
+    }
+    s->count.requests++;
+    if (request_parse(&rq, line, len, &err) != 0) {
+        r->root = rq.root;
+        r->ref = rq.ref;
+        req_error(r, err.code, "%s", err.message);
+        return;
+    }
+    r->root = rq.root;
+    r->ref = rq.ref;
+    r->cmd = cmd_lookup(rq.op, rq.op_len);
+    if (r->cmd == NULL) {
+        req_error(r, WIRE_EUNKNOWN, "no such op \"%.*s\"", (int)(rq.op_len > 64 ? 64 : rq.op_len),
+                  rq.op);
+        return;
+    }
+    if (!auth_ok(c, r->cmd)) {
+        req_error(r, WIRE_EAUTH, "say hello with the token first");
+        return;
+    }
+    if (request_check(r->cmd->spec, r->root, &err) != 0) {
+        req_error(r, err.code, "%s", err.message);
+        return;
+    }
+    if (r->cmd->flags & CMD_QUEUE) {
+        size_t qlen;
+        const char *qname = request_string(r->root, "queue", &qlen);
+        r->q = server_queue(s, qname, qlen);
+        if (r->q == NULL) {
+            req_error(r, WIRE_ELIMIT, "too many queues");
+            return;
+        }
+    }
+    if (s->stopping && r->cmd->flags & CMD_WORK) {
+        req_error(r, WIRE_EUNAVAILABLE, "the daemon is shutting down");
+        return;
+    }
+    r->cmd->run(r);
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct client *c = h->data;
+    char *room;
+    size_t room_len;
+    (void)suggested;
+    if (frame_space(&c->frame, 64 * 1024, &room, &room_len) != 0) {
+        buf->base = NULL;
+        buf->len = 0;
+        return;
+    }
+    buf->base = room;
+    buf->len = room_len;
+}
+
+static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+    struct client *c = st->data;
+    (void)buf;
+    if (nread < 0) {
+        client_close(c, nread == UV_EOF ? "closed by peer" : uv_strerror((int)nread));
+        return;
+    }
+    if (nread == 0)
+        return;
+    frame_commit(&c->frame, (size_t)nread);
+    client_ref(c); /* a handler may close the client */
+    for (;;) {
+        const char *line;
+        size_t len;
+        int rc = frame_next(&c->frame, &line, &len);
+        if (rc == FRAME_EAGAIN || c->closing)
+            break;
+        if (rc == FRAME_ETOOBIG) {
+            struct req *r = req_new(c);
+            if (r == NULL)
+                break;
+            req_error(r, WIRE_ETOOBIG, "line longer than %zu bytes", c->srv->cfg->max_line);
+            continue;
+        }
+        handle_line(c, line, len);
+        if (c->inflight >= c->srv->cfg->max_inflight && c->reading) {
+            uv_read_stop(&c->h.stream);
+            c->reading = false;
+            break;
+        }
+    }
+    client_unref(c);
+}
+
+static void read_start(struct client *c)
+{
+    if (uv_read_start(&c->h.stream, alloc_cb, read_cb) == 0)
+        c->reading = true;
+}
+
+static void write_cb(uv_write_t *w, int status)
+{
+    struct client *c = w->data;
+    c->writing = false;
+    outbuf_reset(&c->wbuf);
+    if (status < 0 && !c->closing)
+        client_close(c, uv_strerror(status));
+    else if (!c->closing && (c->out.len > 0 || c->quit))
+        mark_dirty(c);
+    client_unref(c);
+}
+
+static void flush_one(struct client *c)
+{
+    if (c->closing || c->writing)
+        return;
+    if (c->out.len == 0) {
+        if (c->quit && c->head == NULL)
+            client_close(c, "quit");
+        return;
+    }
+    /* Swap: the write owns wbuf until write_cb; new bytes go to out. */
+    struct outbuf t = c->wbuf;
+    c->wbuf = c->out;
+    c->out = t;
+    uv_buf_t b = uv_buf_init(c->wbuf.data, (unsigned)c->wbuf.len);
+    c->write_req.data = c;
+    if (uv_write(&c->write_req, &c->h.stream, &b, 1, write_cb) != 0) {
+        outbuf_reset(&c->wbuf);
+        client_close(c, "write failed");
+        return;
+    }
+    c->writing = true;
+    client_ref(c);
+}
+
+void client_flush_all(struct server *s)
+{
+    struct client *c = s->dirty;
+    s->dirty = NULL;
+    while (c != NULL) {
+        struct client *next = c->dirty_next;
+        c->dirty = false;
+        c->dirty_next = NULL;
+        flush_one(c);
+        client_unref(c);
+        c = next;
+    }
+}
+
+int client_accept(struct server *s, uv_stream_t *listener)
+{
+    struct client *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return -ENOMEM;
+    c->srv = s;
+    c->refs = 1; /* the handle's, dropped in on_close_cb */
+    c->unix_socket = listener->type == UV_NAMED_PIPE;
+    int rc = c->unix_socket ? uv_pipe_init(s->loop, &c->h.pipe, 0) : uv_tcp_init(s->loop, &c->h.tcp);
+    if (rc != 0) {
+        free(c);
+        return rc;
+    }
+    c->h.handle.data = c;
+    frame_init(&c->frame, s->cfg->max_line);
+    outbuf_init(&c->out);
+    outbuf_init(&c->wbuf);
+    map_init(&c->held);
+    c->id = ++s->count.connections;
+    c->next = s->clients;
+    if (s->clients != NULL)
+        s->clients->prev = c;
+    s->clients = c;
+    s->nclients++;
+
+    if ((rc = uv_accept(listener, &c->h.stream)) != 0) {
+        client_close(c, uv_strerror(rc));
+        return rc;
+    }
+    if (c->unix_socket) {
+        snprintf(c->addr, sizeof(c->addr), "unix#%llu", (unsigned long long)c->id);
+    } else {
+        struct sockaddr_storage sa;
+        int len = sizeof(sa);
+        char ip[48] = "?";
+        int port = 0;
+        uv_tcp_nodelay(&c->h.tcp, 1);
+        if (uv_tcp_getpeername(&c->h.tcp, (struct sockaddr *)&sa, &len) == 0) {
+            if (sa.ss_family == AF_INET6) {
+                uv_ip6_name((struct sockaddr_in6 *)&sa, ip, sizeof(ip));
+                port = ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
+            } else {
+                uv_ip4_name((struct sockaddr_in *)&sa, ip, sizeof(ip));
+                port = ntohs(((struct sockaddr_in *)&sa)->sin_port);
+            }
+        }
+        snprintf(c->addr, sizeof(c->addr), "%s:%d", ip, port);
+    }
+    if (s->nclients > s->cfg->max_clients) {
+        static const char full[] =
+            "{\"ok\":false,\"error\":\"ELIMIT\",\"message\":\"too many connections\"}\n";
+        log_warn("client %s refused: %zu connections is the limit", c->addr, s->cfg->max_clients);
+        client_send(c, full, sizeof(full) - 1);
+        c->quit = true;
+        return 0;
+    }
+    log_debug("client %s connected", c->addr);
+    read_start(c);
+    return 0;
+}
+
+static void on_close_cb(uv_handle_t *h)
+{
+    client_unref(h->data);
+}
+
+/* Give back every job leased to the client, one release call per queue. */
+static void release_held(struct client *c)
+{
+    size_t b;
+    struct map_entry *e;
+    struct queue *last = NULL;
+    json_t *pairs = NULL;
+
+    /* Leases are grouped by queue in one pass per distinct queue; a client
+     * rarely holds jobs of more than one or two queues. */
+    while (c->held.count > 0) {
+        last = NULL;
+        pairs = json_array();
+        for (e = map_first(&c->held, &b); e != NULL; e = map_next(&c->held, &b, e)) {
+            struct lease *l = e->value;
+            if (last == NULL)
+                last = l->q;
+            if (l->q != last)
+                continue;
+            const char *job = strchr(l->key, ' ') + 1;
+            json_array_append_new(pairs, json_string(job));
+            json_array_append_new(pairs, json_string(l->lease));
+        }
+        for (size_t i = 0; i < json_array_size(pairs); i += 2) {
+            const char *job = json_string_value(json_array_get(pairs, i));
+            char key[sizeof(((struct lease *)0)->key)];
+            int klen = snprintf(key, sizeof(key), "%s %s", last->name, job);
+            free(map_del(&c->held, key, (size_t)klen));
+        }
+        log_info("client %s closed holding %zu jobs of queue %s: released",
+                 c->addr, json_array_size(pairs) / 2, last->name);
+        queue_release(last, pairs, "connection closed");
+    }
+}
+
+void client_close(struct client *c, const char *why)
+{
+    struct server *s = c->srv;
+    if (c->closing)
+        return;
+    c->closing = true;
+    log_debug("client %s closing: %s", c->addr, why);
+    if (c->reading)
+        uv_read_stop(&c->h.stream);
+    c->reading = false;
+
+    /* Parked consumers stop waiting; their claims are answered by nobody. */
+    while (c->waiters != NULL) {
+        struct waiter *w = c->waiters;
+        c->waiters = w->cnext;
+        queue_unpark(w);
+        waiter_free(w);
+    }
+    release_held(c);
+
+    /* Requests still running finish into the void (see finish()); those
+     * already finished but waiting their turn are freed now. */
+    struct req *r = c->head;
+    c->head = c->tail = NULL;
+    while (r != NULL) {
+        struct req *next = r->next;
+        r->next = NULL;
+        if (r->done)
+            req_free(r);
+        r = next;
+    }
+
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        s->clients = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    s->nclients--;
+    uv_close(&c->h.handle, on_close_cb);
+}
+
+void client_hold(struct client *c, struct queue *q, const char *job, size_t jlen,
+                 const char *lease, struct waiter *stream)
+{
+    struct lease *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return;
+    l->q = q;
+    l->stream = stream;
+    snprintf(l->lease, sizeof(l->lease), "%s", lease);
+    l->klen = (size_t)snprintf(l->key, sizeof(l->key), "%s %.*s", q->name, (int)jlen, job);
+    if (map_put(&c->held, l->key, l->klen, l) != 0)
+        free(l);
+    if (stream != NULL)
+        stream->outstanding++;
+}
+
+void client_unhold(struct client *c, struct queue *q, const char *job, size_t jlen)
+{
+    char key[sizeof(((struct lease *)0)->key)];
+    int klen = snprintf(key, sizeof(key), "%s %.*s", q->name, (int)jlen, job);
+    struct lease *l = map_del(&c->held, key, (size_t)klen);
+    if (l == NULL)
+        return;
+    struct waiter *w = l->stream;
+    free(l);
+    if (w != NULL) {
+        w->outstanding--;
+        /* Credit came back: wait for (or take) more work. */
+        if (!w->linked && w->outstanding < w->credit && !c->closing)
+            queue_park(w->q, w);
+    }
+}
+
+void client_shutdown(struct client *c)
+{
+    if (c->closing)
+        return;
+    if (c->reading)
+        uv_read_stop(&c->h.stream);
+    c->reading = false;
+    c->quit = true;
+    struct waiter *w = c->waiters;
+    while (w != NULL) {
+        struct waiter *next = w->cnext;
+        queue_stop_waiter(w); /* a claim unlinks and frees itself */
+        w = next;
+    }
+    mark_dirty(c);
+}

@@ -1,0 +1,117 @@
+/* pool: N async hiredis connections on one libuv loop that run the embedded
+ * lane scripts (EVALSHA, falling back to EVAL on NOSCRIPT) and plain
+ * commands, with per-request deadlines, reconnect with backoff, and one
+ * extra connection for pub/sub.
+ *
+ * Everything happens on the loop's thread and nothing blocks it: Redis is
+ * reached by IP literal or unix socket only, and every deadline is a
+ * uv_timer_t of the pool's own (hiredis 0.14 has no async timeouts). */
+#ifndef EMQ_POOL_H
+#define EMQ_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+#include <uv.h>
+
+#include "keys.h"
+#include "lua_scripts.h"
+
+/* The expected failure a reply callback sees: the backend is down, the
+ * request's deadline passed, or the pool closed. */
+enum { POOL_EUNAVAILABLE = 1 };
+
+/* How to reach Redis and how hard to try. Zero fields take the defaults. */
+struct pool_config {
+    const char *host;          /* an IP literal; default "127.0.0.1" */
+    int port;                  /* default 6379 */
+    const char *unix_path;     /* a unix socket, used instead of host:port when non-NULL */
+    const char *password;      /* AUTH on every connect when non-NULL */
+    int db;                    /* SELECT on every connect when > 0 */
+    int size;                  /* command connections, >= 1 */
+    uint64_t timeout_ms;       /* request and connect deadline; default 2000 */
+    uint64_t backoff_min_ms;   /* first reconnect delay; default 50 */
+    uint64_t backoff_max_ms;   /* the delay doubles up to this; default 2000 */
+};
+
+/* The pool; opaque. */
+struct pool;
+
+/* Runs exactly once per accepted request, never from inside the call that
+ * submitted it. status 0: reply is the Redis reply (it may be
+ * REDIS_REPLY_ERROR, e.g. a script's "ELEASE ..." error), valid only during
+ * the callback. status POOL_EUNAVAILABLE: reply is NULL. */
+typedef void pool_reply_cb(void *priv, int status, redisReply *reply);
+
+/* Counters for metrics and tests. */
+struct pool_stats {
+    uint64_t requests;   /* accepted requests */
+    uint64_t failures;   /* callbacks that ran with POOL_EUNAVAILABLE */
+    uint64_t reconnects; /* connection attempts after each connection's first */
+    uint64_t noscript;   /* script calls resent as EVAL after NOSCRIPT */
+    int connected;       /* ready command connections */
+    int size;            /* command connections configured */
+    uint64_t inflight;   /* accepted requests whose callback has not run yet */
+};
+
+/* Create a pool on loop and start connecting every connection; the pool
+ * is up once one of them has authenticated and loaded every script (see
+ * pool_on_state). Returns 0, or -EINVAL (size < 1, host not an IP
+ * literal, path too long) or -ENOMEM, with nothing created. */
+int pool_new(uv_loop_t *loop, const struct pool_config *cfg, struct pool **out);
+
+/* Run script id: EVALSHA with KEYS = the KEY__COUNT names of k in order,
+ * ARGV = k->prefix then the argc arguments argv/lens (copied; the caller's
+ * buffers may go away on return). On NOSCRIPT the same call is resent once
+ * as EVAL with the script's source, with a fresh deadline, and that reply
+ * is delivered: the caller never sees NOSCRIPT.
+ *
+ * Returns 0 when accepted (cb runs exactly once, later), or -EINVAL,
+ * -ENOMEM, -ESHUTDOWN (pool closing), and then cb never runs. With no
+ * ready connection the request is accepted and cb runs with
+ * POOL_EUNAVAILABLE on the next loop turn. */
+int pool_script(struct pool *p, enum script_id id, const struct keys *k, int argc,
+                const char **argv, const size_t *lens, pool_reply_cb *cb, void *priv);
+
+/* Run one plain command given as argv/lens (copied). Returns and calls
+ * back as pool_script does. Requests on one connection are answered in
+ * the order sent; the pool spreads requests round-robin over its ready
+ * connections. */
+int pool_command(struct pool *p, int argc, const char **argv, const size_t *lens,
+                 pool_reply_cb *cb, void *priv);
+
+/* Subscribe to channel (copied) on the pool's dedicated pub/sub
+ * connection, opened on first use and resubscribed after every reconnect.
+ * on_message runs for each message; msg is valid only during the call.
+ * Returns 0, -EEXIST (already subscribed), -EINVAL, -ENOMEM or -ESHUTDOWN. */
+int pool_subscribe(struct pool *p, const char *channel,
+                   void (*on_message)(void *priv, const char *channel, const char *msg,
+                                      size_t len),
+                   void *priv);
+
+/* Set the one callback told of up/down changes (NULL removes it): up=true
+ * when the pool gets a ready connection after having none, false when it
+ * loses the last one. It runs on a loop turn of its own, never inside a
+ * pool call or another callback, and only when the state differs from
+ * what it was last told. */
+void pool_on_state(struct pool *p, void (*cb)(void *priv, bool up), void *priv);
+
+/* True when at least one command connection is ready. */
+bool pool_up(const struct pool *p);
+
+/* Fill out with the pool's counters. */
+void pool_stats(const struct pool *p, struct pool_stats *out);
+
+/* Why the last connection attempt or connection failed ("" if none). */
+const char *pool_last_error(const struct pool *p);
+
+/* Close the pool. New requests are refused (-ESHUTDOWN) from now on; on
+ * the next loop turn every pending request's callback runs with
+ * POOL_EUNAVAILABLE (replies that arrive first are delivered as usual) and
+ * every handle is closed; the pool is then freed and done(priv) runs, after
+ * which the loop has nothing of the pool's left. done may be NULL. */
+void pool_close(struct pool *p, void (*done)(void *priv), void *priv);
+
+#endif

@@ -1,0 +1,532 @@
+/* queue: the daemon's side of one queue. It parks consumers (claims with
+ * wait_ms, streams with credit) and, whenever work may be available (a
+ * wake published by a lane script, a consumer arriving, credit returning,
+ * the backend coming back), claims for them in one batched script call and
+ * hands the jobs out round-robin. It also runs the queue's upkeep (reap
+ * expired leases, promote due delayed jobs) and coalesces the completions
+ * of one loop turn into one script call. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "server.h"
+
+#define PUMP_MAX   256  /* most jobs one claim call asks for */
+#define UPKEEP_MAX 1000 /* most leases reaped / jobs promoted per call */
+
+int queue_script(struct queue *q, enum script_id id, int argc, const char **argv,
+                 pool_reply_cb *cb, void *priv)
+{
+    size_t lens[argc > 0 ? argc : 1];
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    return pool_script(q->srv->pool, id, &q->keys, argc, argv, lens, cb, priv);
+}
+
+/* --- parking -------------------------------------------------------- */
+
+static void link_tail(struct queue *q, struct waiter *w)
+{
+    w->qnext = NULL;
+    w->qprev = q->wait_tail;
+    if (q->wait_tail != NULL)
+        q->wait_tail->qnext = w;
+    else
+        q->wait_head = w;
+    q->wait_tail = w;
+    w->linked = true;
+}
+
+void queue_unpark(struct waiter *w)
+{
+    struct queue *q = w->q;
+    if (!w->linked)
+        return;
+    if (w->qprev != NULL)
+        w->qprev->qnext = w->qnext;
+    else
+        q->wait_head = w->qnext;
+    if (w->qnext != NULL)
+        w->qnext->qprev = w->qprev;
+    else
+        q->wait_tail = w->qprev;
+    w->qprev = w->qnext = NULL;
+    w->linked = false;
+}
+
+void queue_park(struct queue *q, struct waiter *w)
+{
+    if (!w->linked)
+        link_tail(q, w);
+    queue_pump(q, w->flat);
+}
+
+static size_t wants(const struct waiter *w)
+{
+    if (w->stream)
+        return w->credit > w->outstanding ? w->credit - w->outstanding : 0;
+    return w->want > json_array_size(w->jobs) ? w->want - json_array_size(w->jobs) : 0;
+}
+
+static void timer_closed_cb(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+void waiter_free(struct waiter *w)
+{
+    json_decref(w->jobs);
+    w->jobs = NULL;
+    if (w->timer_on) {
+        /* The timer's memory is the waiter's: free it once closed. */
+        w->timer.data = w;
+        uv_close((uv_handle_t *)&w->timer, timer_closed_cb);
+        return;
+    }
+    free(w);
+}
+
+/* A parked claim that has jobs (or ran out of time) is answered. */
+static void claim_answer(struct waiter *w)
+{
+    struct client *c = w->c;
+    queue_unpark(w);
+    for (struct waiter **p = &c->waiters; *p != NULL; p = &(*p)->cnext) {
+        if (*p == w) {
+            *p = w->cnext;
+            break;
+        }
+    }
+    json_t *jobs = w->jobs;
+    w->jobs = NULL;
+    req_ok(w->req, json_pack("{s:o}", "jobs", jobs));
+    waiter_free(w);
+}
+
+void queue_stop_waiter(struct waiter *w)
+{
+    if (w->stream) {
+        w->credit = 0;
+        queue_unpark(w);
+    } else {
+        claim_answer(w);
+    }
+}
+
+static void claim_timeout_cb(uv_timer_t *t)
+{
+    claim_answer(t->data);
+}
+
+int queue_wait_claim(struct queue *q, struct req *r, size_t count, uint64_t lease_ms, bool flat,
+                     uint64_t wait_ms)
+{
+    struct waiter *w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return -ENOMEM;
+    w->q = q;
+    w->c = r->c;
+    w->req = r;
+    w->flat = flat;
+    w->want = count;
+    w->lease_ms = lease_ms;
+    w->jobs = json_array();
+    uv_timer_init(q->srv->loop, &w->timer);
+    w->timer.data = w;
+    w->timer_on = true;
+    uv_timer_start(&w->timer, claim_timeout_cb, wait_ms, 0);
+    w->cnext = r->c->waiters;
+    r->c->waiters = w;
+    queue_park(q, w);
+    return 0;
+}
+
+/* --- the pump ------------------------------------------------------- */
+
+struct pump {
+    struct queue *q;
+    bool flat;
+    uint64_t lease_ms;
+    size_t asked;
+};
+
+json_t *job_from_reply(struct queue *q, redisReply **f, long long deadline)
+{
+    json_error_t err;
+    json_t *payload = json_loadb(f[2]->str, f[2]->len, JSON_DECODE_ANY, &err);
+    if (payload == NULL)
+        payload = json_stringn(f[2]->str, f[2]->len); /* never stored that way */
+    return json_pack("{s:s, s:s%, s:o, s:o, s:I, s:s%, s:I}", "queue", q->name, "job", f[0]->str,
+                     f[0]->len, "group",
+                     f[1]->len ? json_stringn(f[1]->str, f[1]->len) : json_null(), "payload",
+                     payload, "attempt", (json_int_t)f[3]->integer, "lease", f[4]->str,
+                     f[4]->len, "lease_until", (json_int_t)deadline);
+}
+
+/* Hand one leased job (five fields of a claim reply) to a waiter. A
+ * stream gets a push frame spliced from the stored payload text (no
+ * re-parse on the hot path); a parked claim gathers JSON for its reply. */
+static void deliver(struct waiter *w, redisReply **f, long long deadline)
+{
+    struct client *c = w->c;
+    client_hold(c, w->q, f[0]->str, f[0]->len, f[4]->str, w->stream ? w : NULL);
+    c->srv->count.claimed++;
+    if (!w->stream) {
+        json_array_append_new(w->jobs, job_from_reply(w->q, f, deadline));
+        return;
+    }
+    struct reply_job j = {
+        .queue = w->q->name,
+        .queue_len = w->q->len,
+        .id = f[0]->str,
+        .id_len = f[0]->len,
+        .group = f[1]->len ? f[1]->str : NULL,
+        .group_len = f[1]->len,
+        .lease = f[4]->str,
+        .lease_len = f[4]->len,
+        .attempt = f[3]->integer,
+        .deadline = deadline,
+        .payload = f[2]->str,
+        .payload_len = f[2]->len,
+    };
+    struct outbuf line;
+    outbuf_init(&line);
+    if (reply_push_job(&line, &j) == 0)
+        client_send(c, line.data, line.len);
+    outbuf_deinit(&line);
+}
+
+static void pump_cb(void *priv, int status, redisReply *reply)
+{
+    struct pump *p = priv;
+    struct queue *q = p->q;
+    bool flat = p->flat;
+    size_t asked = p->asked;
+    uint64_t lease_ms = p->lease_ms;
+    free(p);
+    q->claiming[flat] = false;
+
+    if (status != 0 || reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements < 1) {
+        if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
+            log_error("queue %s: claim failed: %s", q->name, reply->str);
+        return; /* the backend coming back pumps again (server.c) */
+    }
+    long long deadline = reply->element[0]->integer;
+    size_t got = (reply->elements - 1) / 5;
+    json_t *orphans = NULL;
+
+    /* Round-robin over the waiters of this kind: one job each per turn,
+     * and a served waiter goes to the tail, so no worker is favoured. */
+    for (size_t i = 0; i < got; i++) {
+        redisReply **f = reply->element + 1 + 5 * i;
+        struct waiter *w = q->wait_head;
+        while (w != NULL && (w->flat != flat || w->lease_ms != lease_ms || wants(w) == 0))
+            w = w->qnext;
+        if (w == NULL) {
+            /* Everyone who asked has gone: give the job straight back. */
+            if (orphans == NULL)
+                orphans = json_array();
+            json_array_append_new(orphans, json_stringn(f[0]->str, f[0]->len));
+            json_array_append_new(orphans, json_stringn(f[4]->str, f[4]->len));
+            continue;
+        }
+        deliver(w, f, deadline);
+        queue_unpark(w);
+        if (wants(w) > 0)
+            link_tail(q, w);
+        else if (!w->stream)
+            link_tail(q, w); /* answered below */
+    }
+    if (orphans != NULL)
+        queue_release(q, orphans, "consumer gone");
+
+    /* Parked claims that got anything are answered now. */
+    for (struct waiter *w = q->wait_head, *next; w != NULL; w = next) {
+        next = w->qnext;
+        if (!w->stream && json_array_size(w->jobs) > 0)
+            claim_answer(w);
+    }
+    if (got == asked || q->again[flat]) {
+        q->again[flat] = false;
+        queue_pump(q, flat);
+    }
+}
+
+void queue_pump(struct queue *q, bool flat)
+{
+    if (q->srv->stopping || !pool_up(q->srv->pool))
+        return;
+    if (q->claiming[flat]) {
+        q->again[flat] = true; /* a claim is out: look again when it lands */
+        return;
+    }
+    uint64_t lease_ms = 0;
+    size_t n = 0;
+    for (struct waiter *w = q->wait_head; w != NULL && n < PUMP_MAX; w = w->qnext) {
+        if (w->flat != flat || wants(w) == 0)
+            continue;
+        if (lease_ms == 0)
+            lease_ms = w->lease_ms;
+        if (w->lease_ms == lease_ms)
+            n += wants(w);
+    }
+    if (n == 0)
+        return;
+    if (n > PUMP_MAX)
+        n = PUMP_MAX;
+    struct pump *p = malloc(sizeof(*p));
+    if (p == NULL)
+        return;
+    *p = (struct pump){.q = q, .flat = flat, .lease_ms = lease_ms, .asked = n};
+    char ns[24], ls[24];
+    snprintf(ns, sizeof(ns), "%zu", n);
+    snprintf(ls, sizeof(ls), "%llu", (unsigned long long)lease_ms);
+    const char *argv[] = {ns, ls};
+    q->claiming[flat] = true;
+    q->again[flat] = false;
+    if (queue_script(q, flat ? SCRIPT_CLAIM_FLAT : SCRIPT_CLAIM, 2, argv, pump_cb, p) != 0) {
+        q->claiming[flat] = false;
+        free(p);
+    }
+}
+
+static void wake_cb(void *priv, const char *channel, const char *msg, size_t len)
+{
+    struct queue *q = priv;
+    (void)channel;
+    (void)msg;
+    (void)len;
+    queue_pump(q, false);
+    queue_pump(q, true);
+}
+
+/* --- upkeep: reap expired leases, promote due delayed jobs ----------- */
+
+static void upkeep_cb(uv_timer_t *t);
+
+static void upkeep_schedule(struct queue *q)
+{
+    uint64_t next = q->srv->cfg->upkeep_ms;
+    if (q->reap_next < next)
+        next = q->reap_next;
+    if (q->promote_next < next)
+        next = q->promote_next;
+    uv_timer_start(&q->timer, upkeep_cb, next, 0);
+}
+
+/* Each of reap / promote answers {done, ms until the next one is due}. */
+static uint64_t upkeep_next(struct queue *q, redisReply *reply, uint64_t *count)
+{
+    uint64_t dflt = q->srv->cfg->upkeep_ms;
+    *count = 0;
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements != 2)
+        return dflt;
+    *count = (uint64_t)reply->element[0]->integer;
+    if (*count >= UPKEEP_MAX)
+        return 0; /* more are due right now */
+    long long ms = reply->element[1]->integer;
+    return ms < 0 || (uint64_t)ms > dflt ? dflt : (uint64_t)ms;
+}
+
+static void promote_cb(void *priv, int status, redisReply *reply)
+{
+    struct queue *q = priv;
+    uint64_t n;
+    q->promote_next = upkeep_next(q, status == 0 ? reply : NULL, &n);
+    q->srv->count.promoted += n;
+    q->upkeep_busy = false;
+    if (!q->srv->stopping)
+        upkeep_schedule(q);
+}
+
+static void reap_cb(void *priv, int status, redisReply *reply)
+{
+    struct queue *q = priv;
+    uint64_t n;
+    q->reap_next = upkeep_next(q, status == 0 ? reply : NULL, &n);
+    if (n > 0)
+        log_info("queue %s: reaped %llu expired leases", q->name, (unsigned long long)n);
+    q->srv->count.reaped += n;
+    char max[16];
+    snprintf(max, sizeof(max), "%d", UPKEEP_MAX);
+    const char *argv[] = {max};
+    if (q->srv->stopping || queue_script(q, SCRIPT_PROMOTE, 1, argv, promote_cb, q) != 0) {
+        q->upkeep_busy = false;
+        if (!q->srv->stopping)
+            upkeep_schedule(q);
+    }
+}
+
+static void upkeep_cb(uv_timer_t *t)
+{
+    struct queue *q = t->data;
+    if (q->upkeep_busy || q->srv->stopping)
+        return;
+    char max[16];
+    snprintf(max, sizeof(max), "%d", UPKEEP_MAX);
+    const char *argv[] = {max};
+    q->upkeep_busy = true;
+    if (queue_script(q, SCRIPT_REAP, 1, argv, reap_cb, q) != 0) {
+        q->upkeep_busy = false;
+        upkeep_schedule(q);
+    }
+}
+
+/* --- completions, coalesced per loop turn ----------------------------- */
+
+void queue_complete(struct queue *q, struct req *r, const char *job, const char *lease)
+{
+    (void)job;
+    (void)lease; /* read back from the request when the batch is sent */
+    if (q->nbatch == q->capbatch) {
+        size_t cap = q->capbatch ? q->capbatch * 2 : 16;
+        struct req **b = realloc(q->batch, cap * sizeof(*b));
+        if (b == NULL) {
+            req_error(r, WIRE_EINTERNAL, "out of memory");
+            return;
+        }
+        q->batch = b;
+        q->capbatch = cap;
+    }
+    q->batch[q->nbatch++] = r;
+    if (!q->batched) {
+        q->batched = true;
+        q->batch_next = q->srv->batched;
+        q->srv->batched = q;
+    }
+}
+
+struct batch {
+    struct queue *q;
+    size_t n;
+    struct req *reqs[];
+};
+
+static void complete_cb(void *priv, int status, redisReply *reply)
+{
+    struct batch *b = priv;
+    bool shaped = status == 0 && reply != NULL && reply->type == REDIS_REPLY_ARRAY &&
+                  reply->elements == b->n;
+    for (size_t i = 0; i < b->n; i++) {
+        struct req *r = b->reqs[i];
+        if (!shaped) {
+            req_backend_error(r, status, reply);
+            continue;
+        }
+        const char *st = reply->element[i]->str;
+        size_t jlen;
+        const char *job = request_string(r->root, "job", &jlen);
+        if (strcmp(st, "completed") == 0 || strcmp(st, "ELEASE") == 0)
+            if (!r->c->closing)
+                client_unhold(r->c, b->q, job, jlen);
+        if (strcmp(st, "completed") == 0) {
+            r->c->srv->count.completed++;
+            req_ok(r, json_pack("{s:s}", "state", "completed"));
+        } else if (strcmp(st, "ELEASE") == 0) {
+            req_error(r, WIRE_ELEASE, "the lease is not current (expired and re-leased?)");
+        } else {
+            req_error(r, WIRE_ENOJOB, "no such job");
+        }
+    }
+    free(b);
+}
+
+static void flush_batch(struct queue *q)
+{
+    size_t n = q->nbatch;
+    struct batch *b = malloc(sizeof(*b) + n * sizeof(b->reqs[0]));
+    const char **argv = malloc((1 + 2 * n) * sizeof(*argv));
+    char keep[24];
+    q->nbatch = 0;
+    if (b == NULL || argv == NULL) {
+        for (size_t i = 0; i < n; i++)
+            req_error(q->batch[i], WIRE_EINTERNAL, "out of memory");
+        free(b);
+        free(argv);
+        return;
+    }
+    b->q = q;
+    b->n = n;
+    snprintf(keep, sizeof(keep), "%llu", (unsigned long long)q->srv->cfg->retention_ms);
+    argv[0] = keep;
+    for (size_t i = 0; i < n; i++) {
+        b->reqs[i] = q->batch[i];
+        /* The strings live in the request, which lives until complete_cb. */
+        argv[1 + 2 * i] = request_string(q->batch[i]->root, "job", NULL);
+        argv[2 + 2 * i] = request_string(q->batch[i]->root, "lease", NULL);
+    }
+    if (queue_script(q, SCRIPT_COMPLETE, (int)(1 + 2 * n), argv, complete_cb, b) != 0)
+        complete_cb(b, -1, NULL);
+    free(argv);
+}
+
+void queue_flush_all(struct server *s)
+{
+    while (s->batched != NULL) {
+        struct queue *q = s->batched;
+        s->batched = q->batch_next;
+        q->batched = false;
+        q->batch_next = NULL;
+        if (q->nbatch > 0)
+            flush_batch(q);
+    }
+}
+
+/* --- release ----------------------------------------------------------- */
+
+static void release_cb(void *priv, int status, redisReply *reply)
+{
+    json_t *ctx = priv;
+    if (status != 0 || reply == NULL || reply->type != REDIS_REPLY_ARRAY)
+        log_warn("release of %zu leases failed (%s): they come back when they expire",
+                 (json_array_size(ctx) - 1) / 2,
+                 reply && reply->type == REDIS_REPLY_ERROR ? reply->str : "backend unavailable");
+    json_decref(ctx);
+}
+
+void queue_release(struct queue *q, json_t *pairs, const char *reason)
+{
+    size_t n = json_array_size(pairs);
+    if (n == 0) {
+        json_decref(pairs);
+        return;
+    }
+    json_array_insert_new(pairs, 0, json_string(reason));
+    const char **argv = malloc((n + 1) * sizeof(*argv));
+    if (argv == NULL) {
+        json_decref(pairs);
+        return;
+    }
+    for (size_t i = 0; i <= n; i++)
+        argv[i] = json_string_value(json_array_get(pairs, i));
+    q->srv->count.released += n / 2;
+    if (queue_script(q, SCRIPT_RELEASE, (int)(n + 1), argv, release_cb, pairs) != 0)
+        release_cb(pairs, -1, NULL);
+    free(argv);
+}
+
+/* --- lifetime ---------------------------------------------------------- */
+
+void queue_start(struct queue *q)
+{
+    uv_timer_init(q->srv->loop, &q->timer);
+    q->timer.data = q;
+    q->reap_next = q->promote_next = 0;
+    uv_timer_start(&q->timer, upkeep_cb, 0, 0);
+    if (pool_subscribe(q->srv->pool, q->keys.names[KEY_WAKE], wake_cb, q) == 0)
+        q->subscribed = true;
+}
+
+static void queue_closed_cb(uv_handle_t *h)
+{
+    struct queue *q = h->data;
+    free(q->batch);
+    free(q);
+}
+
+void queue_free(struct queue *q)
+{
+    uv_timer_stop(&q->timer);
+    uv_close((uv_handle_t *)&q->timer, queue_closed_cb);
+}

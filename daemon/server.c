@@ -1,0 +1,202 @@
+/* server: listeners, the queue registry, the end-of-turn flush, and the
+ * orderly stop. */
+#include "server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+static void flush_cb(uv_check_t *h)
+{
+    struct server *s = h->data;
+    /* Completions first (their replies come later); then every reply and
+     * push of this turn leaves in one write per connection. */
+    queue_flush_all(s);
+    client_flush_all(s);
+}
+
+static void pool_state_cb(void *priv, bool up)
+{
+    struct server *s = priv;
+    size_t b;
+    if (!up) {
+        log_warn("backend unreachable: requests answer EUNAVAILABLE until it is back");
+        return;
+    }
+    log_info("backend connected");
+    /* Streams and parked claims resume by themselves. */
+    for (struct map_entry *e = map_first(&s->queues, &b); e; e = map_next(&s->queues, &b, e)) {
+        queue_pump(e->value, false);
+        queue_pump(e->value, true);
+    }
+}
+
+int server_init(struct server *s, uv_loop_t *loop, const struct config *cfg)
+{
+    memset(s, 0, sizeof(*s));
+    s->loop = loop;
+    s->cfg = cfg;
+    map_init(&s->queues);
+    mint_init(&s->mint);
+    mint_rand_init(&s->rand);
+    uv_check_init(loop, &s->flush);
+    s->flush.data = s;
+    uv_check_start(&s->flush, flush_cb);
+    uv_unref((uv_handle_t *)&s->flush);
+    return 0;
+}
+
+/* Attach the pool (made by main from the configured or embedded backend). */
+void server_attach_pool(struct server *s, struct pool *p)
+{
+    s->pool = p;
+    pool_on_state(p, pool_state_cb, s);
+}
+
+struct queue *server_queue(struct server *s, const char *name, size_t len)
+{
+    struct queue *q = map_get(&s->queues, name, len);
+    if (q != NULL)
+        return q;
+    if (s->queues.count >= 4096)
+        return NULL;
+    q = calloc(1, sizeof(*q));
+    if (q == NULL)
+        return NULL;
+    q->srv = s;
+    memcpy(q->name, name, len);
+    q->len = len;
+    if (keys_init(&q->keys, name, len) != 0 || map_put(&s->queues, q->name, len, q) != 0) {
+        free(q);
+        return NULL;
+    }
+    queue_start(q);
+    return q;
+}
+
+static void accept_cb(uv_stream_t *listener, int status)
+{
+    struct server *s = listener->data;
+    if (status < 0) {
+        log_warn("accept: %s", uv_strerror(status));
+        return;
+    }
+    if (s->stopping)
+        return;
+    int rc = client_accept(s, listener);
+    if (rc < 0)
+        log_warn("accept: %s", uv_strerror(rc));
+}
+
+static int listen_tcp(struct server *s, const char *spec)
+{
+    char host[256];
+    const char *colon = strrchr(spec, ':');
+    if (colon == NULL || (size_t)(colon - spec) >= sizeof(host))
+        return UV_EINVAL;
+    memcpy(host, spec, (size_t)(colon - spec));
+    host[colon - spec] = '\0';
+    int port = atoi(colon + 1);
+    struct sockaddr_storage sa;
+    char *h = host;
+    if (h[0] == '[') { /* [::1]:7711 */
+        h++;
+        h[strlen(h) - 1] = '\0';
+    }
+    if (uv_ip4_addr(h, port, (struct sockaddr_in *)&sa) != 0 &&
+        uv_ip6_addr(h, port, (struct sockaddr_in6 *)&sa) != 0)
+        return UV_EINVAL;
+    uv_tcp_init(s->loop, &s->tcp);
+    s->tcp.data = s;
+    s->tcp_open = true;
+    int rc = uv_tcp_bind(&s->tcp, (struct sockaddr *)&sa, 0);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&s->tcp, 1024, accept_cb);
+    return rc;
+}
+
+int server_listen(struct server *s)
+{
+    int rc;
+    if (s->cfg->listen != NULL) {
+        if ((rc = listen_tcp(s, s->cfg->listen)) != 0) {
+            log_error("cannot listen on %s: %s", s->cfg->listen, uv_strerror(rc));
+            return rc;
+        }
+        log_info("listening on %s", s->cfg->listen);
+    }
+    if (s->cfg->unix_path != NULL) {
+        unlink(s->cfg->unix_path);
+        uv_pipe_init(s->loop, &s->unix_listener, 0);
+        s->unix_listener.data = s;
+        s->unix_open = true;
+        rc = uv_pipe_bind(&s->unix_listener, s->cfg->unix_path);
+        if (rc == 0)
+            rc = uv_listen((uv_stream_t *)&s->unix_listener, 1024, accept_cb);
+        if (rc != 0) {
+            log_error("cannot listen on %s: %s", s->cfg->unix_path, uv_strerror(rc));
+            return rc;
+        }
+        log_info("listening on %s", s->cfg->unix_path);
+    }
+    return 0;
+}
+
+static void stopped_cb(void *priv)
+{
+    struct server *s = priv;
+    size_t b;
+    for (struct map_entry *e = map_first(&s->queues, &b); e; e = map_next(&s->queues, &b, e))
+        queue_free(e->value);
+    map_deinit(&s->queues);
+    uv_close((uv_handle_t *)&s->flush, NULL);
+    uv_close((uv_handle_t *)&s->sigterm, NULL);
+    uv_close((uv_handle_t *)&s->sigint, NULL);
+    if (s->stop_done != NULL)
+        s->stop_done(s);
+}
+
+/* Wait for the last releases and replies to reach Redis before closing
+ * the pool (bounded: the pool's own deadline fails anything stuck). */
+static void drain_timer_cb(uv_timer_t *t)
+{
+    struct server *s = t->data;
+    struct pool_stats st;
+    pool_stats(s->pool, &st);
+    if ((st.inflight > 0 || s->clients != NULL) && ++s->drain_ticks < 500)
+        return;
+    while (s->clients != NULL)
+        client_close(s->clients, "daemon stopped");
+    uv_timer_stop(t);
+    uv_close((uv_handle_t *)t, NULL);
+    queue_flush_all(s);
+    client_flush_all(s);
+    pool_close(s->pool, stopped_cb, s);
+}
+
+void server_stop(struct server *s)
+{
+    size_t b;
+    if (s->stopping)
+        return;
+    s->stopping = true;
+    log_info("stopping: no new connections or work; releasing leases");
+    if (s->tcp_open)
+        uv_close((uv_handle_t *)&s->tcp, NULL);
+    if (s->unix_open) {
+        uv_close((uv_handle_t *)&s->unix_listener, NULL);
+        unlink(s->cfg->unix_path);
+    }
+    for (struct map_entry *e = map_first(&s->queues, &b); e; e = map_next(&s->queues, &b, e))
+        uv_timer_stop(&((struct queue *)e->value)->timer);
+    /* Each client gets the replies it is owed, then closes (its leases go
+     * back to their lanes). */
+    for (struct client *c = s->clients; c != NULL; c = c->next)
+        client_shutdown(c);
+    uv_timer_init(s->loop, &s->drain_timer);
+    s->drain_timer.data = s;
+    uv_timer_start(&s->drain_timer, drain_timer_cb, 10, 10);
+}

@@ -1,0 +1,232 @@
+/* server: the daemon's shared state and its parts' internal interfaces.
+ * One libuv loop; listeners accept clients; each client's requests run as
+ * pool calls and reply in request order; queues park consumers and push
+ * work to them as it appears. */
+#ifndef EMQ_SERVER_H
+#define EMQ_SERVER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "config.h"
+#include "errors.h"
+#include "frame.h"
+#include "keys.h"
+#include "map.h"
+#include "mint.h"
+#include "pool.h"
+#include "reply.h"
+#include "request.h"
+
+struct client;
+struct queue;
+struct req;
+struct supervise;
+
+/* Counters the daemon keeps about itself (stats, metrics, logs). */
+struct server_counters {
+    uint64_t connections, requests, errors;
+    uint64_t enqueued, claimed, completed, failed, released, reaped, promoted;
+};
+
+/* The daemon. */
+struct server {
+    uv_loop_t *loop;
+    const struct config *cfg;
+    uv_tcp_t tcp;
+    uv_pipe_t unix_listener;
+    bool tcp_open, unix_open;
+    struct pool *pool;
+    struct supervise *sup;
+    struct map queues; /* name -> struct queue *, owned */
+    struct client *clients;
+    size_t nclients;
+    struct client *dirty; /* clients with bytes to write this turn */
+    struct queue *batched; /* queues with completions to send this turn */
+    uv_check_t flush; /* end of each loop turn: send coalesced work, write replies */
+    uv_signal_t sigterm, sigint;
+    bool stopping;
+    int exit_code;
+    uv_timer_t drain_timer;
+    int drain_ticks;
+    void (*stop_done)(struct server *s); /* after the pool has closed */
+    struct mint mint;
+    struct mint_rand rand;
+    struct server_counters count;
+};
+
+int server_init(struct server *s, uv_loop_t *loop, const struct config *cfg);
+int server_listen(struct server *s);
+void server_attach_pool(struct server *s, struct pool *p);
+/* Stop accepting and handing out work, flush, close everything; the loop
+ * then ends by itself. */
+void server_stop(struct server *s);
+void server_deinit(struct server *s);
+/* Look up (or create) the daemon's state for a valid queue name. */
+struct queue *server_queue(struct server *s, const char *name, size_t len);
+
+/* One request, from its line to its reply. Replies leave in the order the
+ * requests arrived; a request that finishes early waits for those before. */
+struct req {
+    struct req *next;
+    struct client *c;
+    json_t *root;         /* the parsed request (owned) */
+    json_t *ref;          /* borrowed from root */
+    const struct cmd *cmd;
+    struct queue *q;      /* the "queue" argument's queue, if any */
+    bool done;
+    char *reply;          /* encoded reply line, when done out of order */
+    size_t reply_len;
+    int outstanding;      /* pool calls still to answer (enqueue_many, drain) */
+    json_t *acc;          /* what a multi-call request gathers (owned) */
+    uint64_t n;           /* a counter a multi-call request keeps */
+};
+
+/* A command: its name, argument spec, and handler. */
+struct cmd {
+    const char *name;
+    const struct arg_spec *spec;
+    void (*run)(struct req *r);
+    unsigned flags;
+};
+enum {
+    CMD_NOAUTH = 1u << 0, /* allowed before hello when a token is set */
+    CMD_QUEUE = 1u << 1,  /* has a required "queue" argument */
+    CMD_WORK = 1u << 2,   /* hands out work: refused once the daemon is stopping */
+};
+
+const struct cmd *cmd_lookup(const char *name, size_t len);
+extern const struct cmd cmd_table[];
+extern const size_t cmd_count;
+
+/* Finish a request (exactly once): ok with fields (stolen; may be NULL),
+ * or an error. Safe after the client has gone (the reply is dropped). */
+void req_ok(struct req *r, json_t *fields);
+void req_error(struct req *r, enum wire_error code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Finish from a pool reply that was an error or unavailable. */
+void req_backend_error(struct req *r, int status, const redisReply *reply);
+struct server *req_server(const struct req *r);
+
+/* A connection. */
+struct client {
+    struct client *prev, *next;
+    struct client *dirty_next;
+    struct server *srv;
+    union {
+        uv_handle_t handle;
+        uv_stream_t stream;
+        uv_tcp_t tcp;
+        uv_pipe_t pipe;
+    } h;
+    uint64_t id;
+    char addr[64];
+    struct frame frame;
+    struct outbuf out;     /* bytes waiting for the next write */
+    struct outbuf wbuf;    /* bytes being written */
+    uv_write_t write_req;
+    bool writing, dirty, closing, quit, authed, reading, unix_socket;
+    int refs;              /* requests and writes that still point here */
+    struct req *head, *tail;
+    size_t inflight;       /* requests not yet answered */
+    struct map held;       /* "queue job" -> struct lease, jobs leased to us */
+    struct waiter *waiters; /* this client's parked claims and streams */
+    int auth_failures;
+    uint64_t last_active;
+};
+
+int client_accept(struct server *s, uv_stream_t *listener);
+/* Queue bytes for the client (written at the end of this loop turn). */
+void client_send(struct client *c, const char *data, size_t len);
+void client_close(struct client *c, const char *why);
+/* Stop reading, answer parked claims, close once every reply is written. */
+void client_shutdown(struct client *c);
+void client_ref(struct client *c);
+void client_unref(struct client *c);
+/* Write every dirty client's buffer (called from the flush handle). */
+void client_flush_all(struct server *s);
+
+/* A job leased to a client, so it can be released when the client goes. */
+struct lease {
+    struct queue *q;
+    struct waiter *stream; /* the stream it was pushed on, or NULL */
+    char lease[24];
+    char key[BRAND_QUEUE_MAX + BRAND_ID_MAX + 2]; /* "queue job" */
+    size_t klen;
+};
+void client_hold(struct client *c, struct queue *q, const char *job, size_t jlen,
+                 const char *lease, struct waiter *stream);
+/* The job is settled (or its lease is no longer ours): forget it, returning
+ * a stream's credit. */
+void client_unhold(struct client *c, struct queue *q, const char *job, size_t jlen);
+
+/* A consumer parked on a queue: a claim with wait_ms, or a stream. */
+struct waiter {
+    struct waiter *qprev, *qnext; /* in the queue's waiting list, when linked */
+    struct waiter *cnext;         /* in the client's list */
+    struct queue *q;
+    struct client *c;
+    bool flat, linked, stream;
+    uint64_t lease_ms;
+    /* claim */
+    struct req *req;
+    json_t *jobs; /* gathered so far */
+    size_t want;
+    uv_timer_t timer;
+    bool timer_on;
+    /* stream */
+    size_t credit, outstanding;
+};
+
+/* The daemon's state for one queue. */
+struct queue {
+    struct server *srv;
+    char name[BRAND_QUEUE_MAX + 1];
+    size_t len;
+    struct keys keys;
+    struct waiter *wait_head, *wait_tail;
+    bool claiming[2], again[2]; /* [flat] */
+    bool subscribed;
+    uv_timer_t timer; /* reap + promote */
+    bool upkeep_busy;
+    uint64_t reap_next, promote_next;
+    /* completions gathered this loop turn, sent as one script call */
+    struct req **batch;
+    size_t nbatch, capbatch;
+    struct queue *batch_next;
+    bool batched;
+};
+
+void queue_free(struct queue *q);
+/* Start the queue's upkeep timer, subscribe to its wakes. */
+void queue_start(struct queue *q);
+/* Park / unpark a consumer; parking pumps at once. */
+void queue_park(struct queue *q, struct waiter *w);
+void queue_unpark(struct waiter *w);
+/* Work may be available: claim for the parked consumers. */
+void queue_pump(struct queue *q, bool flat);
+/* Park a claim that found nothing until work comes or wait_ms passes. */
+int queue_wait_claim(struct queue *q, struct req *r, size_t count, uint64_t lease_ms, bool flat,
+                     uint64_t wait_ms);
+/* Add a completion to this turn's batch. */
+void queue_complete(struct queue *q, struct req *r, const char *job, const char *lease);
+void queue_flush_all(struct server *s);
+/* Give leases back at once (a client closed): pairs is an array of strings
+ * job, lease, ... (stolen). */
+void queue_release(struct queue *q, json_t *pairs, const char *reason);
+
+/* Encode a leased job frame from a claim reply's five fields. */
+json_t *job_from_reply(struct queue *q, redisReply **f, long long deadline);
+
+/* Run a lane script for a queue; argv are NUL-terminated strings. */
+int queue_script(struct queue *q, enum script_id id, int argc, const char **argv,
+                 pool_reply_cb *cb, void *priv);
+
+void waiter_free(struct waiter *w);
+/* The daemon is stopping: answer a parked claim now (with what it has),
+ * or stop a stream. */
+void queue_stop_waiter(struct waiter *w);
+
+#endif

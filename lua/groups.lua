@@ -1,0 +1,26 @@
+-- groups: one page of the group registry with each group's numbers.
+-- A group that is idle in every way (empty lane, nothing in flight or
+-- delayed... no ceiling, not paused) is dropped from the registry as the
+-- page passes it, so the registry does not grow with tenants long gone.
+-- KEYS:  the standard eleven (lib.lua).
+-- ARGV:  1 prefix, 2 cursor ('0' to start), 3 page size hint (>= 1)
+-- Returns {next cursor ('0' = done), g, depth, active, limit (-1 = none),
+-- paused (0/1), g, ...}.
+local cursor, count = ARGV[2], tonumber(ARGV[3])
+if not count or count < 1 then return redis.error_reply('EARG bad page size') end
+local r = call('SSCAN', K_GROUPS, cursor, 'COUNT', count)
+local out = {r[1]}
+for _, g in ipairs(r[2]) do
+  local depth, act = call('ZCARD', lane_key(g)), gactive(g)
+  local lim, p = glimit(g), paused(g)
+  if depth == 0 and act == 0 and lim == nil and not p then
+    call('SREM', K_GROUPS, g)
+  else
+    out[#out + 1] = g
+    out[#out + 1] = depth
+    out[#out + 1] = act
+    out[#out + 1] = lim or -1
+    out[#out + 1] = p and 1 or 0
+  end
+end
+return out

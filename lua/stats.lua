@@ -1,0 +1,12 @@
+-- stats: queue-wide totals. Admin use: O(groups) (it sums the lanes of the
+-- group registry).
+-- KEYS:  the standard eleven (lib.lua).
+-- ARGV:  1 prefix
+-- Returns {pending, active, delayed, dead, ring, groups, paused, flat}:
+-- pending counts every lane and the flat set; flat is the flat set alone.
+local flat = call('ZCARD', K_PENDING)
+local pending = flat
+local groups = call('SMEMBERS', K_GROUPS)
+for _, g in ipairs(groups) do pending = pending + call('ZCARD', lane_key(g)) end
+return {pending, call('ZCARD', K_ACTIVE), call('ZCARD', K_DELAYED), call('ZCARD', K_DEAD),
+        call('LLEN', K_RING), #groups, call('SCARD', K_PAUSED), flat}

@@ -1,0 +1,355 @@
+/* request: parsing and argument checking (see request.h). */
+#include "request.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "brand.h"
+
+#define ARG_ID_FLAGS (ARG_QUEUE | ARG_GROUP | ARG_JOB)
+#define ARG_FLAGS    (ARG_REQUIRED | ARG_ID_FLAGS)
+
+static int fail(struct request_error *err, enum wire_error code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Fill err and return its code, for a caller to return in turn. */
+static int fail(struct request_error *err, enum wire_error code, const char *fmt, ...)
+{
+    va_list ap;
+
+    err->code = code;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    va_end(ap);
+    return (int)code;
+}
+
+/* Copy a name from the wire into a message: at most REQUEST_NAME_SHOWN
+ * bytes, cut on a UTF-8 character boundary, control bytes shown as '?'. */
+static void shown_name(char *dst, const char *name)
+{
+    size_t n = strlen(name);
+
+    if (n > REQUEST_NAME_SHOWN) {
+        n = REQUEST_NAME_SHOWN;
+        while (n > 0 && ((unsigned char)name[n] & 0xc0) == 0x80)
+            n--;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)name[i];
+        dst[i] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+    dst[n] = '\0';
+}
+
+/* True when the JSON text nests arrays and objects deeper than the limit.
+ * Checked before parsing, so a hostile line never builds a deep tree. */
+static bool too_deep(const char *s, size_t len)
+{
+    bool in_string = false;
+    int depth = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            if (++depth > REQUEST_DEPTH_MAX)
+                return true;
+        } else if (c == '}' || c == ']') {
+            depth--;
+        }
+    }
+    return false;
+}
+
+/* Turn a jansson parse error into a wire error. jansson quotes the input
+ * near the error, which may be anything, so only its ASCII is kept. */
+static int parse_fail(struct request_error *err, const json_error_t *jerr)
+{
+    char text[JSON_ERROR_TEXT_LENGTH];
+    size_t i;
+
+    switch (json_error_code(jerr)) {
+    case json_error_out_of_memory:
+        return fail(err, WIRE_EINTERNAL, "out of memory");
+    case json_error_invalid_utf8:
+        return fail(err, WIRE_EPROTO, "request is not valid UTF-8 (byte %d)", jerr->position);
+    case json_error_null_character:
+    case json_error_null_byte_in_key:
+        return fail(err, WIRE_EPROTO, "request contains \\u0000");
+    default:
+        break;
+    }
+    for (i = 0; i < sizeof(text) - 1 && jerr->text[i] != '\0'; i++) {
+        unsigned char c = (unsigned char)jerr->text[i];
+        text[i] = c < 0x20 || c >= 0x7f ? '?' : (char)c;
+    }
+    text[i] = '\0';
+    return fail(err, WIRE_EPROTO, "invalid JSON: %s", text);
+}
+
+int request_parse(struct request *req, const char *line, size_t len, struct request_error *err)
+{
+    json_error_t jerr;
+    json_t *op, *ref;
+
+    memset(req, 0, sizeof(*req));
+    if (too_deep(line, len))
+        return fail(err, WIRE_EPROTO, "request nests deeper than %d levels", REQUEST_DEPTH_MAX);
+    /* No JSON_DISABLE_EOF_CHECK: bytes after the value are an error. */
+    req->root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+    if (req->root == NULL)
+        return parse_fail(err, &jerr);
+    if (!json_is_object(req->root))
+        return fail(err, WIRE_EPROTO, "request must be a JSON object");
+    ref = json_object_get(req->root, "ref");
+    if (ref != NULL) {
+        if (json_is_object(ref) || json_is_array(ref))
+            return fail(err, WIRE_EPROTO, "\"ref\" must be a string, number, boolean or null");
+        req->ref = ref;
+    }
+    op = json_object_get(req->root, "op");
+    if (op == NULL)
+        return fail(err, WIRE_EPROTO, "request has no \"op\"");
+    if (!json_is_string(op))
+        return fail(err, WIRE_EPROTO, "\"op\" must be a string");
+    req->op = json_string_value(op);
+    req->op_len = json_string_length(op);
+    return 0;
+}
+
+void request_deinit(struct request *req)
+{
+    json_decref(req->root);
+    memset(req, 0, sizeof(*req));
+}
+
+/* Describe an integer range for a message. */
+static void describe_int(char *buf, size_t size, json_int_t min, json_int_t max)
+{
+    if (min == ARG_INT_MIN && max == ARG_INT_MAX)
+        snprintf(buf, size, "an integer");
+    else if (max == ARG_INT_MAX)
+        snprintf(buf, size, "an integer of at least %" JSON_INTEGER_FORMAT, min);
+    else if (min == ARG_INT_MIN)
+        snprintf(buf, size, "an integer of at most %" JSON_INTEGER_FORMAT, max);
+    else
+        snprintf(buf, size, "an integer from %" JSON_INTEGER_FORMAT " to %" JSON_INTEGER_FORMAT,
+                 min, max);
+}
+
+/* Describe a size range ("a string of 1 to 64 bytes") for a message. */
+static void describe_size(char *buf, size_t size, const char *what, const struct arg_spec *a,
+                          const char *unit)
+{
+    if (a->max <= 0)
+        snprintf(buf, size, "%s", what);
+    else if (a->min <= 0)
+        snprintf(buf, size, "%s of at most %" JSON_INTEGER_FORMAT " %s", what, a->max, unit);
+    else
+        snprintf(buf, size, "%s of %" JSON_INTEGER_FORMAT " to %" JSON_INTEGER_FORMAT " %s", what,
+                 a->min, a->max, unit);
+}
+
+/* The argument a does not have its type or bounds: say what it must be. */
+static int must(const struct arg_spec *a, struct request_error *err)
+{
+    char what[96];
+
+    switch (a->type) {
+    case ARG_STRING:
+        describe_size(what, sizeof(what), "a string", a, "bytes");
+        break;
+    case ARG_INT:
+        describe_int(what, sizeof(what), a->min, a->max);
+        break;
+    case ARG_INT_OR_NULL:
+        memcpy(what, "null or ", 8);
+        describe_int(what + 8, sizeof(what) - 8, a->min, a->max);
+        break;
+    case ARG_BOOL:
+        snprintf(what, sizeof(what), "true or false");
+        break;
+    case ARG_ARRAY:
+        describe_size(what, sizeof(what), "an array", a, "items");
+        break;
+    case ARG_OBJECT:
+        snprintf(what, sizeof(what), "an object");
+        break;
+    default:
+        snprintf(what, sizeof(what), "a JSON value");
+        break;
+    }
+    return fail(err, WIRE_EARG, "argument \"%s\" must be %s", a->name, what);
+}
+
+/* Apply the id rules of a string argument. */
+static int check_id(const struct arg_spec *a, const char *s, size_t len, struct request_error *err)
+{
+    if ((a->flags & ARG_QUEUE) && !brand_queue_valid(s, len))
+        return fail(err, WIRE_EQUEUE,
+                    "argument \"%s\" is not a queue name (1-64 of A-Z a-z 0-9 _ . -)", a->name);
+    if ((a->flags & ARG_GROUP) && !brand_group_valid(s, len))
+        return fail(err, WIRE_EBRAND,
+                    "argument \"%s\" is not a group id (3 letters A-Z, then 1-64 of A-Z a-z 0-9 "
+                    "_ -)",
+                    a->name);
+    if ((a->flags & ARG_JOB) && !brand_job_kind(s, len))
+        return fail(err, WIRE_EKIND, "argument \"%s\" is not a job id: it must start with JOB",
+                    a->name);
+    if ((a->flags & ARG_JOB) && !brand_job_valid(s, len))
+        return fail(err, WIRE_EARG,
+                    "argument \"%s\" is a malformed job id (JOB, then 1-64 of A-Z a-z 0-9 _ -)",
+                    a->name);
+    return 0;
+}
+
+/* True when n lies in the bounds min..max, which apply only when max > 0. */
+static bool size_ok(const struct arg_spec *a, size_t n)
+{
+    return a->max <= 0 || ((json_int_t)n >= a->min && (json_int_t)n <= a->max);
+}
+
+static int check_value(const struct arg_spec *a, const json_t *v, struct request_error *err)
+{
+    json_int_t n;
+
+    switch (a->type) {
+    case ARG_STRING:
+        if (!json_is_string(v) || !size_ok(a, json_string_length(v)))
+            return must(a, err);
+        return check_id(a, json_string_value(v), json_string_length(v), err);
+    case ARG_INT_OR_NULL:
+        if (json_is_null(v))
+            return 0;
+        /* fall through */
+    case ARG_INT:
+        if (!json_is_integer(v))
+            return must(a, err);
+        n = json_integer_value(v);
+        return n < a->min || n > a->max ? must(a, err) : 0;
+    case ARG_BOOL:
+        return json_is_boolean(v) ? 0 : must(a, err);
+    case ARG_ARRAY:
+        if (!json_is_array(v))
+            return must(a, err);
+        if (json_array_size(v) == 0 && a->min > 0)
+            return fail(err, WIRE_EEMPTY, "argument \"%s\" must not be empty", a->name);
+        return size_ok(a, json_array_size(v)) ? 0 : must(a, err);
+    case ARG_OBJECT:
+        return json_is_object(v) ? 0 : must(a, err);
+    case ARG_ANY:
+        return 0;
+    default:
+        return fail(err, WIRE_EINTERNAL, "argument \"%s\" has no known type", a->name);
+    }
+}
+
+static const struct arg_spec *spec_find(const struct arg_spec *spec, const char *name)
+{
+    for (; spec->name != NULL; spec++)
+        if (strcmp(spec->name, name) == 0)
+            return spec;
+    return NULL;
+}
+
+/* Check obj against spec; the request itself may also carry "op" and "ref". */
+static int check_object(const struct arg_spec *spec, const json_t *obj, bool top,
+                        struct request_error *err)
+{
+    for (void *it = json_object_iter((json_t *)obj); it != NULL;
+         it = json_object_iter_next((json_t *)obj, it)) {
+        const char *key = json_object_iter_key(it);
+        char shown[REQUEST_NAME_SHOWN + 1];
+
+        if (top && (strcmp(key, "op") == 0 || strcmp(key, "ref") == 0))
+            continue;
+        if (spec_find(spec, key) != NULL)
+            continue;
+        shown_name(shown, key);
+        return fail(err, WIRE_EARG, "unknown argument \"%s\"", shown);
+    }
+    for (const struct arg_spec *a = spec; a->name != NULL; a++) {
+        const json_t *v = json_object_get(obj, a->name);
+        int rc;
+
+        if (v == NULL) {
+            if (a->flags & ARG_REQUIRED)
+                return fail(err, WIRE_EARG, "missing argument \"%s\"", a->name);
+            continue;
+        }
+        rc = check_value(a, v, err);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int request_check(const struct arg_spec *spec, const json_t *req, struct request_error *err)
+{
+    if (!json_is_object(req))
+        return fail(err, WIRE_EPROTO, "request must be a JSON object");
+    return check_object(spec, req, true, err);
+}
+
+int request_check_item(const struct arg_spec *spec, const json_t *item, struct request_error *err)
+{
+    if (!json_is_object(item))
+        return fail(err, WIRE_EARG, "item must be an object");
+    return check_object(spec, item, false, err);
+}
+
+bool request_spec_valid(const struct arg_spec *spec)
+{
+    for (const struct arg_spec *a = spec; a->name != NULL; a++) {
+        unsigned ids = a->flags & ARG_ID_FLAGS;
+        if (a->name[0] == '\0' || strcmp(a->name, "op") == 0 || strcmp(a->name, "ref") == 0)
+            return false;
+        if (strlen(a->name) > REQUEST_NAME_SHOWN)
+            return false;
+        if (spec_find(a + 1, a->name) != NULL)
+            return false;
+        if ((unsigned)a->type >= ARG__END || (a->flags & ~(unsigned)ARG_FLAGS) != 0)
+            return false;
+        if (ids != 0 && (a->type != ARG_STRING || (ids & (ids - 1)) != 0))
+            return false;
+        if ((a->type == ARG_INT || a->type == ARG_INT_OR_NULL) && a->min > a->max)
+            return false;
+        if ((a->type == ARG_STRING || a->type == ARG_ARRAY) && a->max > 0 &&
+            (a->min < 0 || a->min > a->max))
+            return false;
+    }
+    return true;
+}
+
+const char *request_string(const json_t *obj, const char *name, size_t *len)
+{
+    const json_t *v = json_object_get(obj, name);
+
+    if (!json_is_string(v))
+        return NULL;
+    if (len != NULL)
+        *len = json_string_length(v);
+    return json_string_value(v);
+}
+
+json_int_t request_int(const json_t *obj, const char *name, json_int_t dflt)
+{
+    const json_t *v = json_object_get(obj, name);
+
+    return json_is_integer(v) ? json_integer_value(v) : dflt;
+}
+
+bool request_bool(const json_t *obj, const char *name, bool dflt)
+{
+    const json_t *v = json_object_get(obj, name);
+
+    return json_is_boolean(v) ? json_is_true(v) : dflt;
+}

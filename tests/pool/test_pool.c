@@ -1,0 +1,595 @@
+/* The pool against a real redis-server: scripts and commands round trip,
+ * pipelining keeps per-connection order, NOSCRIPT is absorbed, a dead,
+ * stopped or restarted backend fails requests by their deadline and comes
+ * back, pub/sub resubscribes, and closing answers every request once.
+ * Every test runs its own loop and ends with uv_loop_close() == 0. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pool.h"
+#include "redis_server.h"
+
+/* One request's outcome, filled by reply_cb. */
+struct call {
+    int calls;
+    int status;
+    int type;
+    long long integer;
+    char str[64];
+    uint64_t sent_ms, done_ms;
+    uint64_t seq; /* the order callbacks ran in */
+};
+
+/* The world of one test: its loop, its redis-server, its pool. */
+static struct {
+    uv_loop_t loop;
+    uv_timer_t tick;
+    struct redis_server rs;
+    struct pool *pool;
+    int ups, downs;
+    int closed;
+    bool in_submit;
+    int reentered;
+    uint64_t seq;
+} w;
+
+static uint64_t now_ms(void)
+{
+    return uv_hrtime() / 1000000;
+}
+
+static void tick_cb(uv_timer_t *t)
+{
+    (void)t;
+}
+
+/* Run the loop until cond holds or ms pass; a ticking timer keeps it awake. */
+#define RUN_UNTIL(cond, ms)                                                                        \
+    do {                                                                                           \
+        uint64_t until_ = now_ms() + (ms);                                                         \
+        uv_timer_start(&w.tick, tick_cb, 5, 5);                                                    \
+        while (!(cond) && now_ms() < until_)                                                       \
+            uv_run(&w.loop, UV_RUN_ONCE);                                                          \
+        uv_timer_stop(&w.tick);                                                                    \
+    } while (0)
+
+static void setup(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    memset(&w, 0, sizeof(w));
+    cr_assert_eq(redis_server_start(&w.rs, NULL), 0, "cannot start redis-server");
+    cr_assert_eq(uv_loop_init(&w.loop), 0);
+    uv_timer_init(&w.loop, &w.tick);
+}
+
+static void teardown(void)
+{
+    if (w.rs.pid > 0)
+        kill(w.rs.pid, SIGCONT);
+    redis_server_stop(&w.rs);
+}
+
+TestSuite(pool, .init = setup, .fini = teardown, .timeout = 120);
+
+static void state_cb(void *priv, bool up)
+{
+    (void)priv;
+    if (up)
+        w.ups++;
+    else
+        w.downs++;
+}
+
+static void reply_cb(void *priv, int status, redisReply *reply)
+{
+    struct call *c = priv;
+
+    if (w.in_submit)
+        w.reentered++;
+    c->calls++;
+    c->seq = ++w.seq;
+    c->status = status;
+    c->done_ms = now_ms();
+    c->type = reply != NULL ? reply->type : -1;
+    if (reply != NULL && reply->type == REDIS_REPLY_INTEGER)
+        c->integer = reply->integer;
+    if (reply != NULL && reply->str != NULL)
+        snprintf(c->str, sizeof(c->str), "%.*s", (int)reply->len, reply->str);
+}
+
+static struct pool_config config(int size, uint64_t timeout_ms)
+{
+    return (struct pool_config){.host = "127.0.0.1",
+                                .port = w.rs.port,
+                                .size = size,
+                                .timeout_ms = timeout_ms,
+                                .backoff_min_ms = 20,
+                                .backoff_max_ms = 200};
+}
+
+/* A pool on w.loop, waited on until all its connections are ready. */
+static void open_pool(const struct pool_config *cfg)
+{
+    cr_assert_eq(pool_new(&w.loop, cfg, &w.pool), 0);
+    pool_on_state(w.pool, state_cb, NULL);
+    struct pool_stats st = {0};
+    RUN_UNTIL((pool_stats(w.pool, &st), st.connected == cfg->size), 5000);
+    cr_assert_eq(st.connected, cfg->size, "pool never came up: %s", pool_last_error(w.pool));
+    cr_assert(pool_up(w.pool));
+    RUN_UNTIL(w.ups == 1, 1000);
+    cr_assert_eq(w.ups, 1, "on_state(up) fires once");
+}
+
+static void done_cb(void *priv)
+{
+    (void)priv;
+    w.closed++;
+}
+
+/* Close the pool and the loop; the loop must have nothing left. */
+static void finish(void)
+{
+    if (w.pool != NULL && w.closed == 0)
+        pool_close(w.pool, done_cb, NULL);
+    RUN_UNTIL(w.closed == 1, 5000);
+    cr_assert_eq(w.closed, w.pool != NULL ? 1 : 0, "done runs once");
+    uv_close((uv_handle_t *)&w.tick, NULL);
+    uv_run(&w.loop, UV_RUN_DEFAULT);
+    cr_assert_eq(uv_loop_close(&w.loop), 0, "the pool left a handle open");
+}
+
+static int command(struct call *c, const char *a0, const char *a1, const char *a2)
+{
+    const char *argv[3] = {a0, a1, a2};
+    int argc = a2 != NULL ? 3 : a1 != NULL ? 2 : 1;
+
+    c->sent_ms = now_ms();
+    w.in_submit = true;
+    int rc = pool_command(w.pool, argc, argv, NULL, reply_cb, c);
+    w.in_submit = false;
+    return rc;
+}
+
+static int depth(struct call *c, const struct keys *k, const char *group)
+{
+    const char *argv[1] = {group};
+    size_t lens[1] = {strlen(group)};
+
+    c->sent_ms = now_ms();
+    w.in_submit = true;
+    int rc = pool_script(w.pool, SCRIPT_DEPTH, k, 1, argv, lens, reply_cb, c);
+    w.in_submit = false;
+    return rc;
+}
+
+Test(pool, script_call_round_trip)
+{
+    struct pool_config cfg = config(2, 2000);
+    struct keys k;
+    struct call ok = {0}, bad = {0};
+
+    open_pool(&cfg);
+    cr_assert_eq(keys_init(&k, "q", 1), 0);
+    cr_assert_eq(depth(&ok, &k, ""), 0);
+    cr_assert_eq(depth(&bad, &k, "not a group"), 0);
+    RUN_UNTIL(ok.calls && bad.calls, 3000);
+    cr_assert_eq(ok.calls, 1);
+    cr_assert_eq(ok.status, 0);
+    cr_assert_eq(ok.type, REDIS_REPLY_INTEGER);
+    cr_assert_eq(ok.integer, 0);
+    cr_assert_eq(bad.status, 0, "a script's error is a reply, not an outage");
+    cr_assert_eq(bad.type, REDIS_REPLY_ERROR);
+    cr_assert(strncmp(bad.str, "EBRAND", 6) == 0, "got %s", bad.str);
+    cr_assert_eq(w.reentered, 0);
+    finish();
+}
+
+Test(pool, plain_command_is_binary_safe)
+{
+    struct pool_config cfg = config(1, 2000);
+    struct call set = {0}, get = {0};
+    const char *argv[3] = {"SET", "emq:test:bin", "a\0b"};
+    size_t lens[3] = {3, 12, 3};
+
+    open_pool(&cfg);
+    cr_assert_eq(pool_command(w.pool, 3, argv, lens, reply_cb, &set), 0);
+    cr_assert_eq(command(&get, "STRLEN", "emq:test:bin", NULL), 0);
+    RUN_UNTIL(get.calls, 3000);
+    cr_assert_eq(set.status, 0);
+    cr_assert_str_eq(set.str, "OK");
+    cr_assert_eq(get.integer, 3);
+    cr_assert_eq(pool_command(w.pool, 0, argv, lens, reply_cb, &set), -EINVAL);
+    finish();
+}
+
+#define BURST 10000
+
+Test(pool, pipelined_burst_answered_in_order_per_connection)
+{
+    static struct call calls[BURST];
+    static char text[BURST][8];
+    uint64_t last[4] = {0, 0, 0, 0};
+    struct pool_config cfg = config(4, 5000);
+    struct pool_stats st;
+
+    open_pool(&cfg);
+    for (int i = 0; i < BURST; i++) {
+        snprintf(text[i], sizeof(text[i]), "%d", i);
+        cr_assert_eq(command(&calls[i], "ECHO", text[i], NULL), 0);
+    }
+    pool_stats(w.pool, &st);
+    cr_assert_eq(st.inflight, BURST);
+    RUN_UNTIL((pool_stats(w.pool, &st), st.inflight == 0), 10000);
+    cr_assert_eq(st.inflight, 0);
+
+    /* Round-robin over four ready connections puts i on connection i % 4;
+     * each must answer in the order sent, each reply to its own request. */
+    for (int i = 0; i < BURST; i++) {
+        cr_assert_eq(calls[i].calls, 1, "request %d answered %d times", i, calls[i].calls);
+        cr_assert_eq(calls[i].status, 0);
+        cr_assert_str_eq(calls[i].str, text[i], "request %d got another's reply", i);
+        cr_assert_gt(calls[i].seq, last[i % 4], "request %d answered out of order", i);
+        last[i % 4] = calls[i].seq;
+    }
+    cr_assert_eq(st.requests, BURST);
+    cr_assert_eq(st.failures, 0);
+    cr_assert_eq(w.reentered, 0);
+    finish();
+}
+
+#define FLUSH_ROUNDS 5
+#define FLUSH_BATCH  1000
+
+Test(pool, script_flush_under_load_fails_nothing)
+{
+    static struct call calls[FLUSH_ROUNDS][FLUSH_BATCH];
+    struct call flush[FLUSH_ROUNDS] = {0};
+    struct pool_config cfg = config(3, 5000);
+    struct keys k;
+    struct pool_stats st;
+
+    open_pool(&cfg);
+    cr_assert_eq(keys_init(&k, "q", 1), 0);
+    for (int r = 0; r < FLUSH_ROUNDS; r++) {
+        for (int i = 0; i < FLUSH_BATCH; i++) {
+            if (i == FLUSH_BATCH / 2)
+                cr_assert_eq(command(&flush[r], "SCRIPT", "FLUSH", NULL), 0);
+            cr_assert_eq(depth(&calls[r][i], &k, ""), 0);
+        }
+        /* Let part of each round through before the next flush. */
+        RUN_UNTIL((pool_stats(w.pool, &st), st.inflight < FLUSH_BATCH / 2), 5000);
+    }
+    RUN_UNTIL((pool_stats(w.pool, &st), st.inflight == 0), 20000);
+    for (int r = 0; r < FLUSH_ROUNDS; r++) {
+        cr_assert_str_eq(flush[r].str, "OK");
+        for (int i = 0; i < FLUSH_BATCH; i++) {
+            struct call *c = &calls[r][i];
+            cr_assert_eq(c->calls, 1);
+            cr_assert_eq(c->status, 0, "round %d call %d failed", r, i);
+            cr_assert_eq(c->type, REDIS_REPLY_INTEGER, "round %d call %d: %s", r, i, c->str);
+            cr_assert_eq(c->integer, 0);
+        }
+    }
+    cr_assert_eq(st.failures, 0);
+    cr_assert_gt(st.noscript, 0, "the flush never produced a NOSCRIPT to absorb");
+    finish();
+}
+
+/* The up to n of calls that have run, and the slowest one's latency. */
+static int answered(const struct call *calls, int n, uint64_t *slowest)
+{
+    int done = 0;
+    *slowest = 0;
+    for (int i = 0; i < n; i++) {
+        if (calls[i].calls == 0)
+            continue;
+        done++;
+        if (calls[i].done_ms - calls[i].sent_ms > *slowest)
+            *slowest = calls[i].done_ms - calls[i].sent_ms;
+    }
+    return done;
+}
+
+Test(pool, killed_redis_fails_requests_then_recovers_on_restart)
+{
+    static struct call calls[1000];
+    struct call later[10] = {0}, ping = {0}, script = {0};
+    struct pool_config cfg = config(2, 500);
+    struct keys k;
+    struct pool_stats st;
+    uint64_t slowest;
+
+    open_pool(&cfg);
+    cr_assert_eq(keys_init(&k, "q", 1), 0);
+    for (int i = 0; i < 1000; i++)
+        cr_assert_eq(depth(&calls[i], &k, ""), 0);
+    redis_server_kill(&w.rs);
+    RUN_UNTIL(answered(calls, 1000, &slowest) == 1000, 3000);
+    cr_assert_eq(answered(calls, 1000, &slowest), 1000, "requests hung on a dead backend");
+    cr_assert_leq(slowest, 500 + 250, "a request took %llu ms to fail",
+                  (unsigned long long)slowest);
+    for (int i = 0; i < 1000; i++) {
+        cr_assert_eq(calls[i].calls, 1);
+        cr_assert_eq(calls[i].status, POOL_EUNAVAILABLE);
+    }
+    RUN_UNTIL(w.downs == 1, 1000);
+    cr_assert_eq(w.downs, 1, "on_state(down) fires once");
+    cr_assert_not(pool_up(w.pool));
+
+    /* While down, requests fail promptly and never inside the call. */
+    for (int i = 0; i < 10; i++)
+        cr_assert_eq(command(&later[i], "PING", NULL, NULL), 0);
+    cr_assert_eq(w.reentered, 0);
+    RUN_UNTIL(answered(later, 10, &slowest) == 10, 1000);
+    cr_assert_eq(answered(later, 10, &slowest), 10);
+    cr_assert_leq(slowest, 100);
+    for (int i = 0; i < 10; i++)
+        cr_assert_eq(later[i].status, POOL_EUNAVAILABLE);
+
+    /* A new redis-server on the same port: scripts reloaded, up again. */
+    cr_assert_eq(redis_server_restart(&w.rs, NULL), 0);
+    RUN_UNTIL(w.ups == 2, 5000);
+    cr_assert_eq(w.ups, 2, "on_state(up) after the restart: %s", pool_last_error(w.pool));
+    cr_assert_eq(command(&ping, "PING", NULL, NULL), 0);
+    cr_assert_eq(depth(&script, &k, ""), 0);
+    RUN_UNTIL(ping.calls && script.calls, 3000);
+    cr_assert_eq(ping.status, 0);
+    cr_assert_str_eq(ping.str, "PONG");
+    cr_assert_eq(script.status, 0);
+    cr_assert_eq(script.type, REDIS_REPLY_INTEGER);
+    pool_stats(w.pool, &st);
+    cr_assert_eq(st.noscript, 0, "scripts were not reloaded on reconnect");
+    cr_assert_gt(st.reconnects, 0);
+    finish();
+}
+
+Test(pool, stopped_redis_fails_requests_by_their_deadline)
+{
+    struct call calls[50] = {0}, later = {0}, ping = {0};
+    struct pool_config cfg = config(2, 300);
+    uint64_t slowest;
+
+    open_pool(&cfg);
+    cr_assert_eq(kill(w.rs.pid, SIGSTOP), 0);
+    for (int i = 0; i < 50; i++)
+        cr_assert_eq(command(&calls[i], "PING", NULL, NULL), 0);
+    RUN_UNTIL(answered(calls, 50, &slowest) == 50, 3000);
+    cr_assert_eq(answered(calls, 50, &slowest), 50, "requests hung on a stopped backend");
+    cr_assert_geq(slowest, 250, "failed before the deadline (%llu ms)",
+                  (unsigned long long)slowest);
+    cr_assert_leq(slowest, 300 + 250, "failed %llu ms after submission",
+                  (unsigned long long)slowest);
+    for (int i = 0; i < 50; i++)
+        cr_assert_eq(calls[i].status, POOL_EUNAVAILABLE);
+    RUN_UNTIL(w.downs == 1, 1000);
+    cr_assert_eq(w.downs, 1);
+
+    /* Reconnects are accepted by the kernel but never set up: still down. */
+    cr_assert_eq(command(&later, "PING", NULL, NULL), 0);
+    RUN_UNTIL(later.calls, 1000);
+    cr_assert_eq(later.status, POOL_EUNAVAILABLE);
+    cr_assert_leq(later.done_ms - later.sent_ms, 100);
+
+    cr_assert_eq(kill(w.rs.pid, SIGCONT), 0);
+    RUN_UNTIL(w.ups == 2, 5000);
+    cr_assert_eq(w.ups, 2, "never recovered: %s", pool_last_error(w.pool));
+    cr_assert_eq(command(&ping, "PING", NULL, NULL), 0);
+    RUN_UNTIL(ping.calls, 3000);
+    cr_assert_eq(ping.status, 0);
+    finish();
+}
+
+/* Messages received by on_message. */
+static struct {
+    int count;
+    char channel[64];
+    char last[64];
+} inbox;
+
+static void message_cb(void *priv, const char *channel, const char *msg, size_t len)
+{
+    cr_assert_eq(priv, &inbox);
+    inbox.count++;
+    snprintf(inbox.channel, sizeof(inbox.channel), "%s", channel);
+    snprintf(inbox.last, sizeof(inbox.last), "%.*s", (int)len, msg);
+}
+
+/* PUBLISH text on chan every 20 ms until a message arrives. */
+static void publish_until_received(const char *chan, const char *text)
+{
+    static struct call pubs[256];
+    int sent = 0;
+
+    inbox.count = 0;
+    uint64_t until = now_ms() + 5000;
+    while (inbox.count == 0 && now_ms() < until && sent < 256) {
+        memset(&pubs[sent], 0, sizeof(pubs[sent]));
+        cr_assert_eq(command(&pubs[sent++], "PUBLISH", chan, text), 0);
+        RUN_UNTIL(inbox.count > 0, 20);
+    }
+    cr_assert_gt(inbox.count, 0, "no message on %s: %s", chan, pool_last_error(w.pool));
+    cr_assert_str_eq(inbox.channel, chan);
+    cr_assert_str_eq(inbox.last, text);
+    /* Let the remaining PUBLISH replies arrive before the stack frame goes. */
+    RUN_UNTIL(answered(pubs, sent, &(uint64_t){0}) == sent, 3000);
+}
+
+Test(pool, pubsub_delivers_and_resubscribes_after_restart)
+{
+    struct pool_config cfg = config(1, 500);
+
+    memset(&inbox, 0, sizeof(inbox));
+    open_pool(&cfg);
+    cr_assert_eq(pool_subscribe(w.pool, "emq:test:chan", message_cb, &inbox), 0);
+    cr_assert_eq(pool_subscribe(w.pool, "emq:test:chan", message_cb, &inbox), -EEXIST);
+    publish_until_received("emq:test:chan", "hello");
+
+    redis_server_kill(&w.rs);
+    RUN_UNTIL(w.downs == 1, 2000);
+    cr_assert_eq(redis_server_restart(&w.rs, NULL), 0);
+    RUN_UNTIL(w.ups == 2, 5000);
+    cr_assert_eq(w.ups, 2);
+    publish_until_received("emq:test:chan", "again");
+    finish();
+}
+
+Test(pool, close_with_requests_pending_calls_each_back_once)
+{
+    struct call calls[100] = {0}, refused = {0};
+    struct pool_config cfg = config(2, 10000);
+    uint64_t slowest;
+
+    open_pool(&cfg);
+    /* BLPOP on a key nobody pushes: Redis holds every one of them. */
+    for (int i = 0; i < 100; i++)
+        cr_assert_eq(command(&calls[i], "BLPOP", "emq:test:never", "0"), 0);
+    RUN_UNTIL(false, 100);
+    cr_assert_eq(answered(calls, 100, &slowest), 0);
+
+    pool_close(w.pool, done_cb, NULL);
+    cr_assert_eq(command(&refused, "PING", NULL, NULL), -ESHUTDOWN);
+    cr_assert_eq(w.reentered, 0, "close ran a callback inside the call");
+    RUN_UNTIL(w.closed, 3000);
+    cr_assert_eq(w.closed, 1);
+    for (int i = 0; i < 100; i++) {
+        cr_assert_eq(calls[i].calls, 1, "request %d called back %d times", i, calls[i].calls);
+        cr_assert_eq(calls[i].status, POOL_EUNAVAILABLE);
+    }
+    cr_assert_eq(refused.calls, 0);
+    finish();
+}
+
+static struct call inner;
+static int inner_rc;
+
+static void close_from_callback_cb(void *priv, int status, redisReply *reply)
+{
+    reply_cb(priv, status, reply);
+    pool_close(w.pool, done_cb, NULL);
+    inner_rc = command(&inner, "PING", NULL, NULL);
+}
+
+Test(pool, close_from_inside_a_callback)
+{
+    struct call first = {0}, second = {0};
+    struct pool_config cfg = config(1, 2000);
+    const char *argv[1] = {"PING"};
+
+    open_pool(&cfg);
+    cr_assert_eq(pool_command(w.pool, 1, argv, NULL, close_from_callback_cb, &first), 0);
+    cr_assert_eq(command(&second, "BLPOP", "emq:test:never", "0"), 0);
+    RUN_UNTIL(w.closed, 3000);
+    cr_assert_eq(w.closed, 1);
+    cr_assert_eq(first.calls, 1);
+    cr_assert_eq(first.status, 0);
+    cr_assert_eq(inner_rc, -ESHUTDOWN);
+    cr_assert_eq(second.calls, 1);
+    cr_assert_eq(second.status, POOL_EUNAVAILABLE);
+    finish();
+}
+
+Test(pool, no_backend_fails_promptly_and_keeps_retrying)
+{
+    struct pool_config cfg = config(2, 5000);
+    struct call c = {0};
+    struct pool_stats st;
+
+    cfg.port = test_free_port();
+    cfg.host = "localhost";
+    cr_assert_eq(pool_new(&w.loop, &cfg, &w.pool), -EINVAL, "a host name would block");
+    cfg.host = "127.0.0.1";
+    cfg.size = 0;
+    cr_assert_eq(pool_new(&w.loop, &cfg, &w.pool), -EINVAL);
+    cfg.size = 2;
+    cr_assert_eq(pool_new(&w.loop, &cfg, &w.pool), 0);
+    cr_assert_not(pool_up(w.pool));
+    cr_assert_eq(command(&c, "PING", NULL, NULL), 0);
+    cr_assert_eq(c.calls, 0, "failed inside the call");
+    RUN_UNTIL(c.calls, 1000);
+    cr_assert_eq(c.status, POOL_EUNAVAILABLE);
+    cr_assert_leq(c.done_ms - c.sent_ms, 100);
+
+    /* A refused connect is noticed at once, not at the 5 s deadline. */
+    RUN_UNTIL((pool_stats(w.pool, &st), st.reconnects >= 4), 1000);
+    cr_assert_geq(st.reconnects, 4, "refused connects went unnoticed");
+    cr_assert_neq(pool_last_error(w.pool)[0], '\0');
+    cr_assert_eq(w.ups + w.downs, 0);
+    finish();
+}
+
+Test(pool, auth_and_select)
+{
+    struct call set = {0};
+    redisContext *rc = redis_server_connect(&w.rs);
+    redisReply *r;
+
+    cr_assert_not_null(rc);
+    r = redisCommand(rc, "CONFIG SET requirepass s3cret");
+    cr_assert_str_eq(r->str, "OK");
+    freeReplyObject(r);
+
+    struct pool_config cfg = config(2, 1000);
+    cfg.password = "s3cret";
+    cfg.db = 3;
+    open_pool(&cfg);
+    cr_assert_eq(command(&set, "SET", "emq:test:db", "three"), 0);
+    RUN_UNTIL(set.calls, 2000);
+    cr_assert_eq(set.status, 0);
+    r = redisCommand(rc, "GET emq:test:db");
+    cr_assert_eq(r->type, REDIS_REPLY_NIL, "written in db 0, not 3");
+    freeReplyObject(r);
+    r = redisCommand(rc, "SELECT 3");
+    freeReplyObject(r);
+    r = redisCommand(rc, "GET emq:test:db");
+    cr_assert_eq(r->type, REDIS_REPLY_STRING);
+    cr_assert_str_eq(r->str, "three");
+    freeReplyObject(r);
+    redisFree(rc);
+    finish();
+}
+
+Test(pool, wrong_password_never_comes_up)
+{
+    redisContext *rc = redis_server_connect(&w.rs);
+    redisReply *r = redisCommand(rc, "CONFIG SET requirepass s3cret");
+    freeReplyObject(r);
+    redisFree(rc);
+
+    struct pool_config cfg = config(1, 1000);
+    cfg.password = "wrong";
+    cr_assert_eq(pool_new(&w.loop, &cfg, &w.pool), 0);
+    RUN_UNTIL(false, 300);
+    cr_assert_not(pool_up(w.pool));
+    cr_assert(strstr(pool_last_error(w.pool), "WRONGPASS") != NULL, "last error: %s",
+              pool_last_error(w.pool));
+    finish();
+}
+
+Test(pool, unix_socket)
+{
+    char dir[] = "/tmp/emq-pool-XXXXXX", path[64];
+    struct call ping = {0};
+
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/redis.sock", dir);
+    redis_server_stop(&w.rs);
+    const char *extra[] = {"--unixsocket", path, "--unixsocketperm", "700", NULL};
+    cr_assert_eq(redis_server_start(&w.rs, extra), 0);
+
+    struct pool_config cfg = config(1, 1000);
+    cfg.unix_path = path;
+    open_pool(&cfg);
+    cr_assert_eq(command(&ping, "PING", NULL, NULL), 0);
+    RUN_UNTIL(ping.calls, 2000);
+    cr_assert_eq(ping.status, 0);
+    cr_assert_str_eq(ping.str, "PONG");
+    finish();
+    redis_server_stop(&w.rs);
+    unlink(path);
+    rmdir(dir);
+}

@@ -1,0 +1,327 @@
+/* frame: scripted byte chunks through the line reader. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frame.h"
+
+#define TOOBIG    "<ETOOBIG>"
+#define LINES_MAX 64
+
+/* The lines pulled out of a reader, ETOOBIG shown as TOOBIG. */
+struct got {
+    char *lines[LINES_MAX];
+    size_t lens[LINES_MAX];
+    int n;
+};
+
+static void got_free(struct got *g)
+{
+    for (int i = 0; i < g->n; i++)
+        free(g->lines[i]);
+    g->n = 0;
+}
+
+/* Pull every complete line, as the daemon does after each read. */
+static void drain(struct frame *f, struct got *g)
+{
+    const char *line;
+    size_t len;
+    int rc;
+
+    while ((rc = frame_next(f, &line, &len)) != FRAME_EAGAIN) {
+        cr_assert_lt(g->n, LINES_MAX);
+        if (rc == FRAME_ETOOBIG) {
+            g->lines[g->n] = strdup(TOOBIG);
+            g->lens[g->n++] = strlen(TOOBIG);
+            continue;
+        }
+        cr_assert_eq(rc, 0);
+        cr_assert_eq(line[len], '\0', "lines are NUL-terminated in place");
+        g->lines[g->n] = malloc(len + 1);
+        memcpy(g->lines[g->n], line, len + 1);
+        g->lens[g->n++] = len;
+    }
+}
+
+static void feed_chunks(struct frame *f, const char *s, size_t len, size_t chunk, struct got *g)
+{
+    for (size_t at = 0; at < len; at += chunk) {
+        size_t n = len - at < chunk ? len - at : chunk;
+        cr_assert_eq(frame_feed(f, s + at, n), 0);
+        drain(f, g);
+    }
+}
+
+static void expect(const struct got *g, const char *const *want, int nwant, size_t chunk)
+{
+    cr_assert_eq(g->n, nwant, "chunk %zu: %d lines, want %d", chunk, g->n, nwant);
+    for (int i = 0; i < nwant; i++)
+        cr_assert_str_eq(g->lines[i], want[i], "chunk %zu, line %d", chunk, i);
+}
+
+/* Feed input in every chunk size from 1 byte to all of it at once. */
+static void check_all_chunkings(size_t max_line, const char *input, size_t len,
+                                const char *const *want, int nwant)
+{
+    for (size_t chunk = 1; chunk <= len; chunk++) {
+        struct frame f;
+        struct got g = {0};
+        frame_init(&f, max_line);
+        feed_chunks(&f, input, len, chunk, &g);
+        expect(&g, want, nwant, chunk);
+        got_free(&g);
+        frame_deinit(&f);
+    }
+}
+
+#define CHECK(max, input, ...)                                                                     \
+    do {                                                                                           \
+        static const char *const want_[] = {__VA_ARGS__};                                          \
+        check_all_chunkings(max, input, sizeof(input) - 1, want_,                                  \
+                            (int)(sizeof(want_) / sizeof(want_[0])));                              \
+    } while (0)
+
+Test(frame, one_line)
+{
+    CHECK(64, "{\"op\":\"ping\"}\n", "{\"op\":\"ping\"}");
+}
+
+Test(frame, many_lines_in_any_chunking)
+{
+    CHECK(64, "alpha\nbeta\ngamma delta\n{\"x\":[1,2,3]}\nz\n", "alpha", "beta", "gamma delta",
+          "{\"x\":[1,2,3]}", "z");
+}
+
+Test(frame, crlf_is_stripped)
+{
+    CHECK(64, "a\r\nbb\r\nc\n", "a", "bb", "c");
+    /* Only the one "\r" before the "\n"; others belong to the line. */
+    CHECK(64, "a\r\r\nb\rc\n", "a\r", "b\rc");
+}
+
+Test(frame, empty_lines_are_skipped)
+{
+    CHECK(64, "\n\n\r\na\n\r\n\nb\n\n", "a", "b");
+    CHECK(64, " \n", " ");
+}
+
+Test(frame, incomplete_line_waits)
+{
+    struct frame f;
+    const char *line;
+    size_t len;
+
+    frame_init(&f, 64);
+    cr_assert_eq(frame_next(&f, &line, &len), FRAME_EAGAIN, "empty reader");
+    cr_assert_eq(frame_feed(&f, "abc", 3), 0);
+    cr_assert_eq(frame_next(&f, &line, &len), FRAME_EAGAIN);
+    cr_assert_eq(frame_pending(&f), 3);
+    cr_assert_eq(frame_feed(&f, "d\r", 2), 0);
+    cr_assert_eq(frame_next(&f, &line, &len), FRAME_EAGAIN, "\\r alone ends nothing");
+    cr_assert_eq(frame_feed(&f, "\nef", 3), 0);
+    cr_assert_eq(frame_next(&f, &line, &len), 0);
+    cr_assert_eq(len, 4);
+    cr_assert_eq(memcmp(line, "abcd", 4), 0);
+    cr_assert_eq(frame_next(&f, &line, &len), FRAME_EAGAIN);
+    cr_assert_eq(frame_pending(&f), 2);
+    frame_deinit(&f);
+}
+
+Test(frame, binary_bytes_pass_through)
+{
+    static const char input[] = "a\0b\xff\n";
+    struct frame f;
+    struct got g = {0};
+
+    frame_init(&f, 64);
+    feed_chunks(&f, input, sizeof(input) - 1, 1, &g);
+    cr_assert_eq(g.n, 1);
+    cr_assert_eq(g.lens[0], 4);
+    cr_assert_eq(memcmp(g.lines[0], "a\0b\xff", 4), 0);
+    got_free(&g);
+    frame_deinit(&f);
+}
+
+Test(frame, line_length_limit_is_exact)
+{
+    /* max_line counts the line without its "\r\n". */
+    CHECK(8, "12345678\n123456789\n12345678\r\nok\n", "12345678", TOOBIG, "12345678", "ok");
+    CHECK(1, "a\nab\nb\r\n", "a", TOOBIG, "b");
+}
+
+Test(frame, oversized_line_then_good_line)
+{
+    CHECK(8, "0123456789abcdefghij\n{\"op\":1}\n", TOOBIG, "{\"op\":1}");
+    CHECK(8, "0123456789abcdefghij\r\nok\r\n", TOOBIG, "ok");
+    CHECK(8, "a\n0123456789abcdefghijklmnopqrstuvwxyz\nb\n", "a", TOOBIG, "b");
+}
+
+Test(frame, oversized_lines_back_to_back)
+{
+    CHECK(4, "a\n0123456789\nb\nABCDEFGHIJKLMNOP\nc\nxxxxxxxxxxxxxxxxxxxxxxxxx\n\nd\n", "a", TOOBIG,
+          "b", TOOBIG, "c", TOOBIG, "d");
+}
+
+Test(frame, oversized_line_reported_once_and_early)
+{
+    struct frame f;
+    struct got g = {0};
+    char junk[100];
+
+    memset(junk, 'x', sizeof(junk));
+    frame_init(&f, 16);
+    feed_chunks(&f, junk, sizeof(junk), 7, &g);
+    /* Reported as soon as it cannot fit, before its newline arrives. */
+    cr_assert_eq(g.n, 1);
+    cr_assert_str_eq(g.lines[0], TOOBIG);
+    feed_chunks(&f, junk, sizeof(junk), 100, &g);
+    feed_chunks(&f, "xx\nnext\n", 8, 3, &g);
+    cr_assert_eq(g.n, 2, "reported once, then the next line");
+    cr_assert_str_eq(g.lines[1], "next");
+    got_free(&g);
+    frame_deinit(&f);
+}
+
+Test(frame, huge_line_at_the_default_limit)
+{
+    size_t big = 3 * FRAME_LINE_DEFAULT;
+    char *s = malloc(big + 32);
+    struct frame f;
+    struct got g = {0};
+    size_t at;
+
+    memset(s, 'y', big);
+    at = big;
+    memcpy(s + at, "\n{\"op\":\"ping\"}\r\n", 16);
+    at += 16;
+    frame_init(&f, 0);
+    cr_assert_eq(f.max_line, FRAME_LINE_DEFAULT, "0 means the default");
+    for (size_t off = 0; off < at; off += 4096) {
+        size_t n = at - off < 4096 ? at - off : 4096;
+        cr_assert_eq(frame_feed(&f, s + off, n), 0);
+        drain(&f, &g);
+        cr_assert_leq(f.cap, FRAME_LINE_DEFAULT + 4096 + 3, "memory stays bounded (cap %zu)",
+                      f.cap);
+    }
+    cr_assert_eq(g.n, 2);
+    cr_assert_str_eq(g.lines[0], TOOBIG);
+    cr_assert_str_eq(g.lines[1], "{\"op\":\"ping\"}");
+    got_free(&g);
+    frame_deinit(&f);
+    free(s);
+}
+
+Test(frame, line_of_exactly_the_default_limit)
+{
+    size_t n = FRAME_LINE_DEFAULT;
+    char *s = malloc(n + 2);
+    struct frame f;
+    struct got g = {0};
+
+    memset(s, 'z', n);
+    memcpy(s + n, "\r\n", 2);
+    frame_init(&f, FRAME_LINE_DEFAULT);
+    feed_chunks(&f, s, n + 2, 65536, &g);
+    cr_assert_eq(g.n, 1);
+    cr_assert_eq(g.lens[0], n);
+    got_free(&g);
+    frame_deinit(&f);
+    free(s);
+}
+
+Test(frame, endless_garbage_keeps_memory_bounded)
+{
+    char chunk[65536];
+    struct frame f;
+    struct got g = {0};
+
+    memset(chunk, 'g', sizeof(chunk));
+    frame_init(&f, 1024);
+    for (int i = 0; i < 160; i++) { /* 10 MiB, no newline */
+        cr_assert_eq(frame_feed(&f, chunk, sizeof(chunk)), 0);
+        drain(&f, &g);
+        cr_assert_leq(f.cap, 1024 + sizeof(chunk) + 3, "cap %zu", f.cap);
+    }
+    cr_assert_eq(g.n, 1);
+    cr_assert_str_eq(g.lines[0], TOOBIG);
+    got_free(&g);
+    frame_deinit(&f);
+}
+
+Test(frame, one_big_feed_with_everything)
+{
+    /* Fed at once without draining in between: order still holds. */
+    static const char input[] = "one\r\n\n0123456789012345678901234567890123456789\ntwo\n"
+                                "0123456789012345678901234567890123456789\r\nthree";
+    struct frame f;
+    struct got g = {0};
+
+    frame_init(&f, 10);
+    cr_assert_eq(frame_feed(&f, input, sizeof(input) - 1), 0);
+    drain(&f, &g);
+    cr_assert_eq(frame_feed(&f, "\n", 1), 0);
+    drain(&f, &g);
+    cr_assert_eq(g.n, 5);
+    cr_assert_str_eq(g.lines[0], "one");
+    cr_assert_str_eq(g.lines[1], TOOBIG);
+    cr_assert_str_eq(g.lines[2], "two");
+    cr_assert_str_eq(g.lines[3], TOOBIG);
+    cr_assert_str_eq(g.lines[4], "three");
+    got_free(&g);
+    frame_deinit(&f);
+}
+
+Test(frame, zero_copy_space_and_commit)
+{
+    static const char input[] = "{\"op\":\"a\"}\n{\"op\":\"b\"}\r\n{\"op\"";
+    struct frame f;
+    struct got g = {0};
+    char *room;
+    size_t room_len;
+
+    frame_init(&f, 64);
+    for (size_t at = 0; at < sizeof(input) - 1; at += 5) {
+        size_t n = sizeof(input) - 1 - at < 5 ? sizeof(input) - 1 - at : 5;
+        cr_assert_eq(frame_space(&f, 5, &room, &room_len), 0);
+        cr_assert_geq(room_len, 5);
+        memcpy(room, input + at, n);
+        frame_commit(&f, n);
+        drain(&f, &g);
+    }
+    cr_assert_eq(frame_space(&f, 64, &room, &room_len), 0);
+    memcpy(room, ":\"c\"}\n", 6);
+    frame_commit(&f, 6);
+    drain(&f, &g);
+    cr_assert_eq(g.n, 3);
+    cr_assert_str_eq(g.lines[0], "{\"op\":\"a\"}");
+    cr_assert_str_eq(g.lines[1], "{\"op\":\"b\"}");
+    cr_assert_str_eq(g.lines[2], "{\"op\":\"c\"}");
+    frame_commit(&f, 0);
+    cr_assert_eq(frame_pending(&f), 0);
+    got_free(&g);
+    frame_deinit(&f);
+}
+
+Test(frame, idle_buffer_is_released)
+{
+    size_t n = 512 << 10;
+    char *s = malloc(n + 1);
+    struct frame f;
+    struct got g = {0};
+    char *room;
+    size_t room_len;
+
+    memset(s, 'q', n);
+    s[n] = '\n';
+    frame_init(&f, FRAME_LINE_DEFAULT);
+    cr_assert_eq(frame_feed(&f, s, n + 1), 0);
+    drain(&f, &g);
+    cr_assert_eq(g.n, 1);
+    cr_assert_geq(f.cap, n);
+    cr_assert_eq(frame_space(&f, 4096, &room, &room_len), 0);
+    cr_assert_lt(f.cap, 65536, "an idle reader gives the big buffer back (cap %zu)", f.cap);
+    got_free(&g);
+    frame_deinit(&f);
+    free(s);
+}
