@@ -309,17 +309,19 @@ static int put_job_fields(struct outbuf *out, const struct reply_job *job)
         put_key(out, "queue");
         put_string(out, job->queue, job->queue_len);
     }
-    put_key(out, "id");
+    put_key(out, "job");
     put_string(out, job->id, job->id_len);
-    if (job->group != NULL) {
-        put_key(out, "group");
+    /* An ungrouped job says so with null, as claim replies do. */
+    put_key(out, "group");
+    if (job->group != NULL)
         put_string(out, job->group, job->group_len);
-    }
+    else
+        put(out, "null", 4);
     put_key(out, "lease");
     put_string(out, job->lease, job->lease_len);
     put_key(out, "attempt");
     reply_int(out, job->attempt);
-    put_key(out, "deadline");
+    put_key(out, "lease_until");
     reply_int(out, job->deadline);
     put_key(out, "payload");
     return reply_raw(out, job->payload, job->payload_len);

@@ -201,8 +201,8 @@ Test(reply, push_job_splices_the_payload)
     outbuf_init(&out);
     cr_assert_eq(reply_push_job(&out, &job1), 0);
     cr_assert_str_eq(text(&out), "{\"push\":\"job\",\"queue\":\"orders\","
-                                 "\"id\":\"JOB01ARZ3NDEKTSV4RRFFQ69G5FAV\",\"group\":\"TENacme\","
-                                 "\"lease\":\"1234\",\"attempt\":1,\"deadline\":1700000000123,"
+                                 "\"job\":\"JOB01ARZ3NDEKTSV4RRFFQ69G5FAV\",\"group\":\"TENacme\","
+                                 "\"lease\":\"1234\",\"attempt\":1,\"lease_until\":1700000000123,"
                                  "\"payload\":{\"to\":\"a@b.c\",\"n\":[1,2.5,null]}}\n");
     json_t *back = one_line(&out);
     json_t *payload = json_loads(job1.payload, 0, NULL);
@@ -224,7 +224,7 @@ Test(reply, push_job_ungrouped_without_queue)
     outbuf_init(&out);
     cr_assert_eq(reply_push_job(&out, &job), 0);
     json_t *back = one_line(&out);
-    cr_assert_null(json_object_get(back, "group"));
+    cr_assert(json_is_null(json_object_get(back, "group")), "ungrouped: group is null");
     cr_assert_null(json_object_get(back, "queue"));
     cr_assert_str_eq(json_string_value(json_object_get(back, "payload")), "plain");
     cr_assert_str_eq(json_string_value(json_object_get(back, "push")), "job");
@@ -296,8 +296,8 @@ Test(reply, builder_claim_reply_with_jobs)
     cr_assert_eq(memcmp(out.data, "{\"ref\":\"c1\",\"ok\":true,", 22), 0);
     json_t *jobs = json_object_get(back, "jobs");
     cr_assert_eq(json_array_size(jobs), 2);
-    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(jobs, 1), "id")), "JOB2");
-    cr_assert_null(json_object_get(json_array_get(jobs, 1), "group"));
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(jobs, 1), "job")), "JOB2");
+    cr_assert(json_is_null(json_object_get(json_array_get(jobs, 1), "group")));
     cr_assert_eq(json_array_size(json_object_get(back, "empty")), 0);
     cr_assert_str_eq(json_string_value(json_object_get(json_object_get(back, "obj"), "b")), "x\"y");
     cr_assert_eq(json_array_size(json_object_get(back, "list")), 5);
