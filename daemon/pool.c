@@ -26,7 +26,9 @@
 
 #include <hiredis/async.h>
 
-#define container_of(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#include "log.h"
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 enum conn_state {
     CONN_IDLE,       /* never started (the pub/sub connection before its first subscribe) */
@@ -59,11 +61,12 @@ struct pool_conn {
     struct pool *pool;
     redisAsyncContext *ac; /* NULL when down; hiredis owns the memory */
     enum conn_state state;
-    bool pubsub;        /* the dedicated pub/sub connection */
-    bool started;       /* an attempt was made before (for the reconnect count) */
-    int setup_step;     /* setup replies received so far */
-    int setup_count;    /* setup commands sent */
-    uint64_t backoff;   /* the current backoff ceiling, ms */
+    bool pubsub;      /* the dedicated pub/sub connection */
+    bool started;     /* an attempt was made before (for the reconnect count) */
+    int setup_step;   /* setup replies received so far */
+    int setup_count;  /* setup commands sent */
+    uint64_t backoff; /* the current backoff ceiling, ms */
+    uint64_t replies; /* replies received, to see a read make progress */
     struct pool_req *first, *last;
     uv_timer_t timer;
 };
@@ -85,6 +88,8 @@ struct pool_sub {
     char channel[];
 };
 
+/* The pool: its settings, its connections, and what waits for the idle
+ * handle. */
 struct pool {
     uv_loop_t *loop;
     char *host, *unix_path, *password;
@@ -114,9 +119,18 @@ static void conn_setup(struct pool_conn *c);
 static void conn_down(struct pool_conn *c);
 static void pool_kick(struct pool *p);
 
+/* Remember why a connection failed, and log it once: a reconnect loop
+ * failing the same way again logs at debug level only. */
 static void pool_set_error(struct pool *p, const char *what, const char *detail)
 {
-    snprintf(p->error, sizeof(p->error), "%s%s%s", what, detail ? ": " : "", detail ? detail : "");
+    char msg[sizeof(p->error)];
+
+    snprintf(msg, sizeof(msg), "%s%s%s", what, detail ? ": " : "", detail ? detail : "");
+    if (strcmp(msg, p->error) != 0)
+        log_warn("redis: %s", msg);
+    else
+        log_debug("redis: %s", msg);
+    memcpy(p->error, msg, sizeof(msg));
 }
 
 /* ---- libuv adapter ------------------------------------------------------
@@ -312,12 +326,15 @@ static void conn_down(struct pool_conn *c)
     uv_timer_start(&c->timer, conn_timer_cb, conn_next_delay(c), 0);
 }
 
-/* hiredis is freeing ac (a NULL reply or its disconnect callback): forget
- * it. Idempotent: only the first notice about the current context counts. */
-static void conn_gone(struct pool_conn *c, const redisAsyncContext *ac)
+/* hiredis is freeing ac (a NULL reply, a failed connect, or its
+ * disconnect callback): forget it. Only the first notice about the
+ * current context counts. */
+static void conn_gone(struct pool_conn *c, const redisAsyncContext *ac, const char *what)
 {
-    if (c->ac == ac && ac != NULL)
-        conn_down(c);
+    if (c->ac != ac || ac == NULL)
+        return;
+    pool_set_error(c->pool, what, ac->errstr[0] != '\0' ? ac->errstr : "closed");
+    conn_down(c);
 }
 
 /* Tear c's context down now, failing its requests. Only from our own timer
@@ -376,8 +393,7 @@ static void conn_connect_cb(const redisAsyncContext *ac, int status)
         return;
     if (status != REDIS_OK) {
         /* hiredis frees the context right after this returns. */
-        pool_set_error(c->pool, "connect", ac->errstr);
-        conn_gone(c, ac);
+        conn_gone(c, ac, "connect");
         return;
     }
     conn_set_state(c, CONN_SETUP);
@@ -391,9 +407,7 @@ static void conn_disconnect_cb(const redisAsyncContext *ac, int status)
     (void)status;
     if (c == NULL)
         return;
-    if (c->ac == ac && ac->errstr[0] != '\0')
-        pool_set_error(c->pool, "connection lost", ac->errstr);
-    conn_gone(c, ac);
+    conn_gone(c, ac, "connection lost");
 }
 
 /* One setup reply: AUTH, SELECT, then one SCRIPT LOAD per script. */
@@ -404,7 +418,7 @@ static void setup_cb(redisAsyncContext *ac, void *r, void *privdata)
     struct pool *p = c->pool;
 
     if (reply == NULL) {
-        conn_gone(c, ac);
+        conn_gone(c, ac, "connection lost");
         return;
     }
     if (c->ac != ac || c->state != CONN_SETUP)
@@ -629,11 +643,12 @@ static void req_reply_cb(redisAsyncContext *ac, void *rep, void *privdata)
     struct pool_conn *c = r->conn;
     redisReply *reply = rep;
 
+    c->replies++;
     req_unlink(r);
     if (reply == NULL) {
         /* hiredis is freeing the context: take it out of rotation before
          * the caller's callback can submit again. */
-        conn_gone(c, ac);
+        conn_gone(c, ac, "connection lost");
     } else if (r->script >= 0 && !r->resent && reply->type == REDIS_REPLY_ERROR &&
                strncmp(reply->str, "NOSCRIPT", 8) == 0) {
         if (req_resend_eval(r->pool, r) == 0)
@@ -680,8 +695,8 @@ int pool_script(struct pool *p, enum script_id id, const struct keys *k, int arg
     struct pool_req *r = malloc(sizeof(*r) + len);
     if (r == NULL)
         return -ENOMEM;
-    *r = (struct pool_req){.pool = p, .cb = cb, .priv = priv, .script = id, .len = len,
-                           .tail = tail};
+    *r = (struct pool_req){
+        .pool = p, .cb = cb, .priv = priv, .script = id, .len = len, .tail = tail};
     char numkeys[24], *w = r->cmd;
     size_t numkeys_len = (size_t)(resp_put_uint(numkeys, KEY__COUNT) - numkeys);
     w = resp_put_num(w, '*', nargs);
@@ -700,8 +715,8 @@ int pool_script(struct pool *p, enum script_id id, const struct keys *k, int arg
     return 0;
 }
 
-int pool_command(struct pool *p, int argc, const char **argv, const size_t *lens,
-                 pool_reply_cb *cb, void *priv)
+int pool_command(struct pool *p, int argc, const char **argv, const size_t *lens, pool_reply_cb *cb,
+                 void *priv)
 {
     int err = req_check(p, argc, argv, cb);
     if (err < 0)
@@ -730,7 +745,7 @@ static void sub_cb(redisAsyncContext *ac, void *r, void *privdata)
         /* The context is going; its pool is the one holding ac. */
         struct pool_conn *c = ac->data;
         if (c != NULL)
-            conn_gone(c, ac);
+            conn_gone(c, ac, "connection lost");
         return;
     }
     if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 3 &&
@@ -741,8 +756,7 @@ static void sub_cb(redisAsyncContext *ac, void *r, void *privdata)
 }
 
 int pool_subscribe(struct pool *p, const char *channel,
-                   void (*on_message)(void *priv, const char *channel, const char *msg,
-                                      size_t len),
+                   void (*on_message)(void *priv, const char *channel, const char *msg, size_t len),
                    void *priv)
 {
     struct pool_conn *c = &p->conns[p->size];
@@ -772,6 +786,11 @@ int pool_subscribe(struct pool *p, const char *channel,
 
 /* ---- timers, idle, close ------------------------------------------------ */
 
+static bool conn_overdue(const struct pool_conn *c, uint64_t now)
+{
+    return c->first != NULL && c->first->deadline <= now;
+}
+
 static void conn_timer_cb(uv_timer_t *t)
 {
     struct pool_conn *c = container_of(t, struct pool_conn, timer);
@@ -793,8 +812,16 @@ static void conn_timer_cb(uv_timer_t *t)
         conn_kill(c);
         break;
     case CONN_READY:
-        /* Replies come in order, so the oldest request is the first. */
-        if (c->first == NULL)
+        /* Replies come in order, so the oldest request is the first. When
+         * the loop was busy its reply may be sitting unread: read before
+         * judging (each read takes at most one buffer's worth). */
+        for (int i = 0; i < 64 && c->state == CONN_READY && conn_overdue(c, now); i++) {
+            uint64_t before = c->replies;
+            redisAsyncHandleRead(c->ac);
+            if (c->replies == before)
+                break;
+        }
+        if (c->state != CONN_READY || c->first == NULL)
             break;
         if (c->first->deadline <= now) {
             pool_set_error(p, "request", "timed out");

@@ -5,7 +5,8 @@
  *
  * Everything happens on the loop's thread and nothing blocks it: Redis is
  * reached by IP literal or unix socket only, and every deadline is a
- * uv_timer_t of the pool's own (hiredis 0.14 has no async timeouts). */
+ * uv_timer_t of the pool's own (hiredis 0.14 has no async timeouts).
+ * hiredis writes with write(2): the process must ignore SIGPIPE. */
 #ifndef EMQ_POOL_H
 #define EMQ_POOL_H
 
@@ -25,15 +26,15 @@ enum { POOL_EUNAVAILABLE = 1 };
 
 /* How to reach Redis and how hard to try. Zero fields take the defaults. */
 struct pool_config {
-    const char *host;          /* an IP literal; default "127.0.0.1" */
-    int port;                  /* default 6379 */
-    const char *unix_path;     /* a unix socket, used instead of host:port when non-NULL */
-    const char *password;      /* AUTH on every connect when non-NULL */
-    int db;                    /* SELECT on every connect when > 0 */
-    int size;                  /* command connections, >= 1 */
-    uint64_t timeout_ms;       /* request and connect deadline; default 2000 */
-    uint64_t backoff_min_ms;   /* first reconnect delay; default 50 */
-    uint64_t backoff_max_ms;   /* the delay doubles up to this; default 2000 */
+    const char *host;        /* an IP literal; default "127.0.0.1" */
+    int port;                /* default 6379 */
+    const char *unix_path;   /* a unix socket, used instead of host:port when non-NULL */
+    const char *password;    /* AUTH on every connect when non-NULL */
+    int db;                  /* SELECT on every connect when > 0 */
+    int size;                /* command connections, >= 1 */
+    uint64_t timeout_ms;     /* request and connect deadline; default 2000 */
+    uint64_t backoff_min_ms; /* first reconnect delay; default 50 */
+    uint64_t backoff_max_ms; /* the delay doubles up to this; default 2000 */
 };
 
 /* The pool; opaque. */
@@ -79,16 +80,15 @@ int pool_script(struct pool *p, enum script_id id, const struct keys *k, int arg
  * back as pool_script does. Requests on one connection are answered in
  * the order sent; the pool spreads requests round-robin over its ready
  * connections. */
-int pool_command(struct pool *p, int argc, const char **argv, const size_t *lens,
-                 pool_reply_cb *cb, void *priv);
+int pool_command(struct pool *p, int argc, const char **argv, const size_t *lens, pool_reply_cb *cb,
+                 void *priv);
 
 /* Subscribe to channel (copied) on the pool's dedicated pub/sub
  * connection, opened on first use and resubscribed after every reconnect.
  * on_message runs for each message; msg is valid only during the call.
  * Returns 0, -EEXIST (already subscribed), -EINVAL, -ENOMEM or -ESHUTDOWN. */
 int pool_subscribe(struct pool *p, const char *channel,
-                   void (*on_message)(void *priv, const char *channel, const char *msg,
-                                      size_t len),
+                   void (*on_message)(void *priv, const char *channel, const char *msg, size_t len),
                    void *priv);
 
 /* Set the one callback told of up/down changes (NULL removes it): up=true

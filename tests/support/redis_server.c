@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -64,6 +65,9 @@ static pid_t spawn(const struct redis_server *rs, const char *const *extra)
 
     pid_t pid = fork();
     if (pid == 0) {
+        /* A test that crashes or times out never runs its teardown: the
+         * server must not outlive the test process. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         int devnull = open("/dev/null", O_RDWR);
         if (devnull >= 0) {
             dup2(devnull, STDIN_FILENO);
