@@ -140,7 +140,8 @@ void req_error(struct req *r, enum wire_error code, const char *fmt, ...)
 void req_backend_error(struct req *r, int status, const redisReply *reply)
 {
     if (status != 0 || reply == NULL) {
-        req_error(r, WIRE_EUNAVAILABLE, "the backend did not answer in time; retry");
+        req_error(r, WIRE_EUNAVAILABLE,
+                  "the backend is not connected or did not answer in time; retry");
         return;
     }
     if (reply->type == REDIS_REPLY_ERROR) {
@@ -153,8 +154,7 @@ void req_backend_error(struct req *r, int status, const redisReply *reply)
         req_error(r, code, "%s", msg);
         return;
     }
-    log_error("unexpected backend reply type %d for %s", reply->type,
-              r->cmd ? r->cmd->name : "-");
+    log_error("unexpected backend reply type %d for %s", reply->type, r->cmd ? r->cmd->name : "-");
     req_error(r, WIRE_EINTERNAL, "unexpected backend reply");
 }
 
@@ -348,7 +348,8 @@ int client_accept(struct server *s, uv_stream_t *listener)
     c->srv = s;
     c->refs = 1; /* the handle's, dropped in on_close_cb */
     c->unix_socket = listener->type == UV_NAMED_PIPE;
-    int rc = c->unix_socket ? uv_pipe_init(s->loop, &c->h.pipe, 0) : uv_tcp_init(s->loop, &c->h.tcp);
+    int rc =
+        c->unix_socket ? uv_pipe_init(s->loop, &c->h.pipe, 0) : uv_tcp_init(s->loop, &c->h.tcp);
     if (rc != 0) {
         free(c);
         return rc;
@@ -435,8 +436,8 @@ static void release_held(struct client *c)
             int klen = snprintf(key, sizeof(key), "%s %s", last->name, job);
             free(map_del(&c->held, key, (size_t)klen));
         }
-        log_info("client %s closed holding %zu jobs of queue %s: released",
-                 c->addr, json_array_size(pairs) / 2, last->name);
+        log_info("client %s closed holding %zu jobs of queue %s: released", c->addr,
+                 json_array_size(pairs) / 2, last->name);
         queue_release(last, pairs, "connection closed");
     }
 }
@@ -483,8 +484,8 @@ void client_close(struct client *c, const char *why)
     uv_close(&c->h.handle, on_close_cb);
 }
 
-void client_hold(struct client *c, struct queue *q, const char *job, size_t jlen,
-                 const char *lease, struct waiter *stream)
+void client_hold(struct client *c, struct queue *q, const char *job, size_t jlen, const char *lease,
+                 struct waiter *stream)
 {
     struct lease *l = calloc(1, sizeof(*l));
     if (l == NULL)

@@ -14,11 +14,26 @@
 #define COUNT_MAX  1000
 #define CREDIT_MAX 10000
 
-#define Q     {"queue", ARG_STRING, ARG_REQUIRED | ARG_QUEUE, 0, 0}
-#define JOB   {"job", ARG_STRING, ARG_REQUIRED | ARG_JOB, 0, 0}
-#define GROUP {"group", ARG_STRING, ARG_REQUIRED | ARG_GROUP, 0, 0}
-#define LEASE {"lease", ARG_STRING, ARG_REQUIRED, 1, 23}
-#define END   {NULL, ARG__END, 0, 0, 0}
+#define Q                                                                                          \
+    {                                                                                              \
+        "queue", ARG_STRING, ARG_REQUIRED | ARG_QUEUE, 0, 0                                        \
+    }
+#define JOB                                                                                        \
+    {                                                                                              \
+        "job", ARG_STRING, ARG_REQUIRED | ARG_JOB, 0, 0                                            \
+    }
+#define GROUP                                                                                      \
+    {                                                                                              \
+        "group", ARG_STRING, ARG_REQUIRED | ARG_GROUP, 0, 0                                        \
+    }
+#define LEASE                                                                                      \
+    {                                                                                              \
+        "lease", ARG_STRING, ARG_REQUIRED, 1, 23                                                   \
+    }
+#define END                                                                                        \
+    {                                                                                              \
+        NULL, ARG__END, 0, 0, 0                                                                    \
+    }
 
 /* --- helpers ------------------------------------------------------------ */
 
@@ -81,8 +96,7 @@ static void cmd_hello(struct req *r)
             diff |= (unsigned char)want[i] ^ (unsigned char)(i < len && tok ? tok[i] : 0);
         if (tok == NULL || diff != 0) {
             if (++c->auth_failures >= 3) {
-                log_warn("client %s: %d failed hellos, disconnecting", c->addr,
-                         c->auth_failures);
+                log_warn("client %s: %d failed hellos, disconnecting", c->addr, c->auth_failures);
                 c->quit = true;
             }
             req_error(r, WIRE_EAUTH, "bad or missing token");
@@ -90,8 +104,8 @@ static void cmd_hello(struct req *r)
         }
         c->authed = true;
     }
-    req_ok(r, json_pack("{s:s, s:s, s:i}", "server", "emqd", "version", EMQ_VERSION, "protocol",
-                        1));
+    req_ok(r,
+           json_pack("{s:s, s:s, s:i}", "server", "emqd", "version", EMQ_VERSION, "protocol", 1));
 }
 
 static void cmd_ping(struct req *r)
@@ -110,7 +124,9 @@ static void cmd_quit(struct req *r)
 #define ENQ_FIELDS                                                                                 \
     {"payload", ARG_ANY, ARG_REQUIRED, 0, 0}, {"job", ARG_STRING, ARG_JOB, 0, 0},                  \
         {"group", ARG_STRING, ARG_GROUP, 0, 0}, {"delay_ms", ARG_INT, 0, 0, 365 * DAY_MS},         \
-        {"max_attempts", ARG_INT, 0, 0, 1000000}
+    {                                                                                              \
+        "max_attempts", ARG_INT, 0, 0, 1000000                                                     \
+    }
 
 static const struct arg_spec enqueue_spec[] = {Q, ENQ_FIELDS, END};
 static const struct arg_spec item_spec[] = {ENQ_FIELDS, END};
@@ -214,8 +230,7 @@ static void many_cb(void *priv, int status, redisReply *reply)
     } else {
         if (reply->integer == 1)
             req_server(r)->count.enqueued++;
-        json_array_set_new(r->acc, it->index,
-                           verdict(reply, request_string(item, "job", NULL)));
+        json_array_set_new(r->acc, it->index, verdict(reply, request_string(item, "job", NULL)));
     }
     free(it);
     many_done(r);
@@ -300,8 +315,10 @@ static void claim_cb(void *priv, int status, redisReply *reply)
     uint64_t wait = (uint64_t)request_int(r->root, "wait_ms", 0);
     if (got == 0 && wait > 0 && !c->srv->stopping) {
         size_t count = (size_t)request_int(r->root, "count", 1);
-        uint64_t lease = (uint64_t)request_int(r->root, "lease_ms", (json_int_t)c->srv->cfg->lease_ms);
-        if (queue_wait_claim(r->q, r, count, lease, request_bool(r->root, "flat", false), wait) != 0)
+        uint64_t lease =
+            (uint64_t)request_int(r->root, "lease_ms", (json_int_t)c->srv->cfg->lease_ms);
+        if (queue_wait_claim(r->q, r, count, lease, request_bool(r->root, "flat", false), wait) !=
+            0)
             req_error(r, WIRE_EINTERNAL, "out of memory");
         return;
     }
@@ -356,10 +373,12 @@ static void cmd_stream(struct req *r)
     }
     w->credit = (size_t)request_int(r->root, "credit", 0);
     w->lease_ms = (uint64_t)request_int(r->root, "lease_ms", (json_int_t)c->srv->cfg->lease_ms);
-    /* The reply goes first; pushes follow as work comes. */
+    /* The reply goes first; pushes follow as work comes. (r is freed by
+     * req_ok: use only what was read out of it before.) */
+    struct queue *q = r->q;
     req_ok(r, NULL);
     if (w->credit > w->outstanding)
-        queue_park(r->q, w);
+        queue_park(q, w);
     else
         queue_unpark(w);
 }
@@ -476,7 +495,10 @@ static void changed_cb(void *priv, int status, redisReply *reply)
 }
 
 static const struct arg_spec limit_spec[] = {
-    Q, GROUP, {"max", ARG_INT_OR_NULL, ARG_REQUIRED, 0, 1000000}, END,
+    Q,
+    GROUP,
+    {"max", ARG_INT_OR_NULL, ARG_REQUIRED, 0, 1000000},
+    END,
 };
 
 static void cmd_limit(struct req *r)
@@ -599,7 +621,10 @@ static void cmd_stats(struct req *r)
 }
 
 static const struct arg_spec groups_spec[] = {
-    Q, {"cursor", ARG_STRING, 0, 0, 32}, {"count", ARG_INT, 0, 1, 10000}, END,
+    Q,
+    {"cursor", ARG_STRING, 0, 0, 32},
+    {"count", ARG_INT, 0, 1, 10000},
+    END,
 };
 
 static void groups_cb(void *priv, int status, redisReply *reply)
@@ -612,9 +637,9 @@ static void groups_cb(void *priv, int status, redisReply *reply)
         redisReply **f = reply->element + i;
         json_array_append_new(
             list, json_pack("{s:s, s:I, s:I, s:o, s:b}", "group", f[0]->str, "depth",
-                            (json_int_t)f[1]->integer, "active", (json_int_t)f[2]->integer,
-                            "limit", f[3]->integer < 0 ? json_null() : json_integer(f[3]->integer),
-                            "paused", f[4]->integer == 1));
+                            (json_int_t)f[1]->integer, "active", (json_int_t)f[2]->integer, "limit",
+                            f[3]->integer < 0 ? json_null() : json_integer(f[3]->integer), "paused",
+                            f[4]->integer == 1));
     }
     req_ok(r, json_pack("{s:o, s:s}", "groups", list, "cursor", reply->element[0]->str));
 }
@@ -692,11 +717,11 @@ static void dead_cb(void *priv, int status, redisReply *reply)
     json_t *list = json_array();
     for (size_t i = 0; i + 4 < reply->elements; i += 5) {
         redisReply **f = reply->element + i;
-        json_array_append_new(
-            list, json_pack("{s:s, s:o, s:I, s:s, s:I}", "job", f[0]->str, "group",
-                            f[1]->len ? json_string(f[1]->str) : json_null(), "attempts",
-                            (json_int_t)f[2]->integer, "error", f[3]->str, "died_ms",
-                            (json_int_t)f[4]->integer));
+        json_array_append_new(list,
+                              json_pack("{s:s, s:o, s:I, s:s, s:I}", "job", f[0]->str, "group",
+                                        f[1]->len ? json_string(f[1]->str) : json_null(),
+                                        "attempts", (json_int_t)f[2]->integer, "error", f[3]->str,
+                                        "died_ms", (json_int_t)f[4]->integer));
     }
     req_ok(r, json_pack("{s:o}", "jobs", list));
 }

@@ -14,10 +14,10 @@ struct config {
     const char *token;     /* clients must hello with it; NULL = no auth */
     int pool_size;
     size_t max_line;
-    size_t max_batch;      /* items in one enqueue_many */
+    size_t max_batch; /* items in one enqueue_many */
     size_t max_clients;
-    size_t max_inflight;   /* unanswered requests per connection before reads pause */
-    size_t max_output;     /* bytes queued to one connection before it is dropped */
+    size_t max_inflight; /* unanswered requests per connection before reads pause */
+    size_t max_output;   /* bytes queued to one connection before it is dropped */
     uint64_t redis_timeout_ms;
     uint64_t lease_ms;     /* default lease of claim / stream */
     uint64_t retention_ms; /* how long a completed row answers 'duplicate' */

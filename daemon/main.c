@@ -48,8 +48,23 @@ static int parse_size(const char *s, size_t *out)
 
 static int parse_args(int argc, char **argv, struct config *c)
 {
-    enum { O_UNIX = 256, O_REDIS, O_DATA, O_BIN, O_POOL, O_TOKEN, O_LINE, O_BATCH, O_CLIENTS,
-           O_OUTPUT, O_LEASE, O_RET, O_ATT, O_RTO, O_VERSION };
+    enum {
+        O_UNIX = 256,
+        O_REDIS,
+        O_DATA,
+        O_BIN,
+        O_POOL,
+        O_TOKEN,
+        O_LINE,
+        O_BATCH,
+        O_CLIENTS,
+        O_OUTPUT,
+        O_LEASE,
+        O_RET,
+        O_ATT,
+        O_RTO,
+        O_VERSION
+    };
     static const struct option opts[] = {
         {"listen", required_argument, NULL, 'l'},
         {"unix", required_argument, NULL, O_UNIX},
@@ -76,29 +91,71 @@ static int parse_args(int argc, char **argv, struct config *c)
     while ((o = getopt_long(argc, argv, "l:vh", opts, NULL)) != -1) {
         int bad = 0;
         switch (o) {
-        case 'l': c->listen = strcmp(optarg, "none") ? optarg : NULL; break;
-        case O_UNIX: c->unix_path = optarg; break;
-        case O_REDIS: c->redis = optarg; break;
-        case O_DATA: c->data_dir = optarg; break;
-        case O_BIN: c->redis_bin = optarg; break;
-        case O_TOKEN: c->token = optarg; break;
-        case O_POOL: bad = parse_size(optarg, &v) || v > 64; c->pool_size = (int)v; break;
-        case O_LINE: bad = parse_size(optarg, &c->max_line); break;
-        case O_BATCH: bad = parse_size(optarg, &c->max_batch); break;
-        case O_CLIENTS: bad = parse_size(optarg, &c->max_clients); break;
-        case O_OUTPUT: bad = parse_size(optarg, &c->max_output); break;
-        case O_LEASE: bad = parse_size(optarg, &v); c->lease_ms = v; break;
-        case O_RET: bad = parse_size(optarg, &v); c->retention_ms = v; break;
-        case O_ATT: bad = parse_size(optarg, &v); c->max_attempts = (int)v; break;
-        case O_RTO: bad = parse_size(optarg, &v); c->redis_timeout_ms = v; break;
-        case 'v': c->verbose = 1; break;
-        case O_VERSION: printf("emqd %s\n", EMQ_VERSION); exit(0);
-        case 'h': usage(stdout); exit(0);
-        default: usage(stderr); return -1;
+        case 'l':
+            c->listen = strcmp(optarg, "none") ? optarg : NULL;
+            break;
+        case O_UNIX:
+            c->unix_path = optarg;
+            break;
+        case O_REDIS:
+            c->redis = optarg;
+            break;
+        case O_DATA:
+            c->data_dir = optarg;
+            break;
+        case O_BIN:
+            c->redis_bin = optarg;
+            break;
+        case O_TOKEN:
+            c->token = optarg;
+            break;
+        case O_POOL:
+            bad = parse_size(optarg, &v) || v > 64;
+            c->pool_size = (int)v;
+            break;
+        case O_LINE:
+            bad = parse_size(optarg, &c->max_line);
+            break;
+        case O_BATCH:
+            bad = parse_size(optarg, &c->max_batch);
+            break;
+        case O_CLIENTS:
+            bad = parse_size(optarg, &c->max_clients);
+            break;
+        case O_OUTPUT:
+            bad = parse_size(optarg, &c->max_output);
+            break;
+        case O_LEASE:
+            bad = parse_size(optarg, &v);
+            c->lease_ms = v;
+            break;
+        case O_RET:
+            bad = parse_size(optarg, &v);
+            c->retention_ms = v;
+            break;
+        case O_ATT:
+            bad = parse_size(optarg, &v);
+            c->max_attempts = (int)v;
+            break;
+        case O_RTO:
+            bad = parse_size(optarg, &v);
+            c->redis_timeout_ms = v;
+            break;
+        case 'v':
+            c->verbose = 1;
+            break;
+        case O_VERSION:
+            printf("emqd %s\n", EMQ_VERSION);
+            exit(0);
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            return -1;
         }
         if (bad) {
-            fprintf(stderr, "emqd: bad value for --%s: %s\n", opts[o == 'l' ? 0 : 0].name,
-                    optarg);
+            fprintf(stderr, "emqd: bad value for --%s: %s\n", opts[o == 'l' ? 0 : 0].name, optarg);
             return -1;
         }
     }
@@ -180,8 +237,7 @@ int main(int argc, char **argv)
     }
     if (cfg.token == NULL && cfg.listen != NULL && strncmp(cfg.listen, "127.", 4) != 0 &&
         strncmp(cfg.listen, "[::1]", 5) != 0 && strncmp(cfg.listen, "localhost", 9) != 0)
-        log_warn("listening on %s without a token: anyone who can reach it can use it",
-                 cfg.listen);
+        log_warn("listening on %s without a token: anyone who can reach it can use it", cfg.listen);
     pc.size = cfg.pool_size;
     pc.timeout_ms = cfg.redis_timeout_ms;
 
@@ -192,16 +248,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "emqd: cannot create the Redis pool\n");
         return 1;
     }
+    /* Listening starts when the backend first answers (server.c). */
     server_attach_pool(&d.srv, pool);
-    if (server_listen(&d.srv) != 0)
-        return 1;
     uv_signal_init(loop, &d.srv.sigterm);
     uv_signal_init(loop, &d.srv.sigint);
     d.srv.sigterm.data = d.srv.sigint.data = &d;
     uv_signal_start(&d.srv.sigterm, signal_cb, SIGTERM);
     uv_signal_start(&d.srv.sigint, signal_cb, SIGINT);
-    log_info("emqd %s ready", EMQ_VERSION);
-
     uv_run(loop, UV_RUN_DEFAULT);
     int rc = uv_loop_close(loop);
     if (rc != 0)

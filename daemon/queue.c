@@ -15,8 +15,8 @@
 #define PUMP_MAX   256  /* most jobs one claim call asks for */
 #define UPKEEP_MAX 1000 /* most leases reaped / jobs promoted per call */
 
-int queue_script(struct queue *q, enum script_id id, int argc, const char **argv,
-                 pool_reply_cb *cb, void *priv)
+int queue_script(struct queue *q, enum script_id id, int argc, const char **argv, pool_reply_cb *cb,
+                 void *priv)
 {
     size_t lens[argc > 0 ? argc : 1];
     for (int i = 0; i < argc; i++)
@@ -160,8 +160,8 @@ json_t *job_from_reply(struct queue *q, redisReply **f, long long deadline)
     return json_pack("{s:s, s:s%, s:o, s:o, s:I, s:s%, s:I}", "queue", q->name, "job", f[0]->str,
                      f[0]->len, "group",
                      f[1]->len ? json_stringn(f[1]->str, f[1]->len) : json_null(), "payload",
-                     payload, "attempt", (json_int_t)f[3]->integer, "lease", f[4]->str,
-                     f[4]->len, "lease_until", (json_int_t)deadline);
+                     payload, "attempt", (json_int_t)f[3]->integer, "lease", f[4]->str, f[4]->len,
+                     "lease_until", (json_int_t)deadline);
 }
 
 /* Hand one leased job (five fields of a claim reply) to a waiter. A
@@ -406,8 +406,8 @@ struct batch {
 static void complete_cb(void *priv, int status, redisReply *reply)
 {
     struct batch *b = priv;
-    bool shaped = status == 0 && reply != NULL && reply->type == REDIS_REPLY_ARRAY &&
-                  reply->elements == b->n;
+    bool shaped =
+        status == 0 && reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == b->n;
     for (size_t i = 0; i < b->n; i++) {
         struct req *r = b->reqs[i];
         if (!shaped) {

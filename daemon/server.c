@@ -27,6 +27,17 @@ static void pool_state_cb(void *priv, bool up)
         return;
     }
     log_info("backend connected");
+    /* Clients are let in once the backend first answers, so a request
+     * right after start-up does not meet an unconnected pool. */
+    if (!s->listening) {
+        s->listening = true;
+        if (server_listen(s) != 0) {
+            s->exit_code = 1;
+            server_stop(s);
+            return;
+        }
+        log_info("emqd %s ready", EMQ_VERSION);
+    }
     /* Streams and parked claims resume by themselves. */
     for (struct map_entry *e = map_first(&s->queues, &b); e; e = map_next(&s->queues, &b, e)) {
         queue_pump(e->value, false);

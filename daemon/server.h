@@ -43,11 +43,11 @@ struct server {
     struct map queues; /* name -> struct queue *, owned */
     struct client *clients;
     size_t nclients;
-    struct client *dirty; /* clients with bytes to write this turn */
+    struct client *dirty;  /* clients with bytes to write this turn */
     struct queue *batched; /* queues with completions to send this turn */
-    uv_check_t flush; /* end of each loop turn: send coalesced work, write replies */
+    uv_check_t flush;      /* end of each loop turn: send coalesced work, write replies */
     uv_signal_t sigterm, sigint;
-    bool stopping;
+    bool stopping, listening;
     int exit_code;
     uv_timer_t drain_timer;
     int drain_ticks;
@@ -72,16 +72,16 @@ struct queue *server_queue(struct server *s, const char *name, size_t len);
 struct req {
     struct req *next;
     struct client *c;
-    json_t *root;         /* the parsed request (owned) */
-    json_t *ref;          /* borrowed from root */
+    json_t *root; /* the parsed request (owned) */
+    json_t *ref;  /* borrowed from root */
     const struct cmd *cmd;
-    struct queue *q;      /* the "queue" argument's queue, if any */
+    struct queue *q; /* the "queue" argument's queue, if any */
     bool done;
-    char *reply;          /* encoded reply line, when done out of order */
+    char *reply; /* encoded reply line, when done out of order */
     size_t reply_len;
-    int outstanding;      /* pool calls still to answer (enqueue_many, drain) */
-    json_t *acc;          /* what a multi-call request gathers (owned) */
-    uint64_t n;           /* a counter a multi-call request keeps */
+    int outstanding; /* pool calls still to answer (enqueue_many, drain) */
+    json_t *acc;     /* what a multi-call request gathers (owned) */
+    uint64_t n;      /* a counter a multi-call request keeps */
 };
 
 /* A command: its name, argument spec, and handler. */
@@ -124,14 +124,14 @@ struct client {
     uint64_t id;
     char addr[64];
     struct frame frame;
-    struct outbuf out;     /* bytes waiting for the next write */
-    struct outbuf wbuf;    /* bytes being written */
+    struct outbuf out;  /* bytes waiting for the next write */
+    struct outbuf wbuf; /* bytes being written */
     uv_write_t write_req;
     bool writing, dirty, closing, quit, authed, reading, unix_socket;
-    int refs;              /* requests and writes that still point here */
+    int refs; /* requests and writes that still point here */
     struct req *head, *tail;
-    size_t inflight;       /* requests not yet answered */
-    struct map held;       /* "queue job" -> struct lease, jobs leased to us */
+    size_t inflight;        /* requests not yet answered */
+    struct map held;        /* "queue job" -> struct lease, jobs leased to us */
     struct waiter *waiters; /* this client's parked claims and streams */
     int auth_failures;
     uint64_t last_active;
@@ -156,8 +156,8 @@ struct lease {
     char key[BRAND_QUEUE_MAX + BRAND_ID_MAX + 2]; /* "queue job" */
     size_t klen;
 };
-void client_hold(struct client *c, struct queue *q, const char *job, size_t jlen,
-                 const char *lease, struct waiter *stream);
+void client_hold(struct client *c, struct queue *q, const char *job, size_t jlen, const char *lease,
+                 struct waiter *stream);
 /* The job is settled (or its lease is no longer ours): forget it, returning
  * a stream's credit. */
 void client_unhold(struct client *c, struct queue *q, const char *job, size_t jlen);
@@ -221,8 +221,8 @@ void queue_release(struct queue *q, json_t *pairs, const char *reason);
 json_t *job_from_reply(struct queue *q, redisReply **f, long long deadline);
 
 /* Run a lane script for a queue; argv are NUL-terminated strings. */
-int queue_script(struct queue *q, enum script_id id, int argc, const char **argv,
-                 pool_reply_cb *cb, void *priv);
+int queue_script(struct queue *q, enum script_id id, int argc, const char **argv, pool_reply_cb *cb,
+                 void *priv);
 
 void waiter_free(struct waiter *w);
 /* The daemon is stopping: answer a parked claim now (with what it has),

@@ -1,0 +1,61 @@
+/* fixture: one redis-server and one emqd per test, torn down in .fini. */
+#ifndef EMQ_TEST_INTEGRATION_FIXTURE_H
+#define EMQ_TEST_INTEGRATION_FIXTURE_H
+
+#include <criterion/criterion.h>
+
+#include "emqd_proc.h"
+#include "redis_server.h"
+
+/* The per-test redis and daemon(s); each test process has its own copy. */
+static struct redis_server fx_redis;
+static struct emqd_proc fx_emqd;
+
+/* Start redis and an emqd with extra arguments; asserts on failure. */
+static inline void fx_start(const char *const *extra)
+{
+    cr_assert_eq(redis_server_start(&fx_redis, NULL), 0, "redis-server did not start");
+    cr_assert_eq(emqd_start(&fx_emqd, fx_redis.port, extra), 0, "emqd did not start");
+    cr_assert_eq(emqd_await_backend(&fx_emqd), 0, "emqd never reached its backend");
+}
+
+static inline void fx_setup(void)
+{
+    fx_start(NULL);
+}
+
+static inline void fx_teardown(void)
+{
+    emqd_kill(&fx_emqd);
+    if (fx_redis.pid > 0)
+        redis_server_stop(&fx_redis);
+}
+
+/* A new connection to the fixture's emqd; asserts on failure. */
+static inline struct emq_conn *fx_conn(void)
+{
+    struct emq_conn *c = emq_connect(fx_emqd.port);
+    cr_assert_not_null(c, "cannot connect to emqd");
+    return c;
+}
+
+/* Assert the reply is ok, with a readable message otherwise. */
+#define assert_ok(reply)                                                                           \
+    do {                                                                                           \
+        json_t *r_ = (reply);                                                                      \
+        char *d_ = r_ ? json_dumps(r_, JSON_COMPACT) : NULL;                                       \
+        cr_assert(r_ != NULL && emq_ok(r_), "expected ok, got %s", d_ ? d_ : "(no reply)");        \
+        free(d_);                                                                                  \
+    } while (0)
+
+/* Assert the reply is the error code. */
+#define assert_err(reply, code)                                                                    \
+    do {                                                                                           \
+        json_t *r_ = (reply);                                                                      \
+        char *d_ = r_ ? json_dumps(r_, JSON_COMPACT) : NULL;                                       \
+        cr_assert(r_ != NULL && !emq_ok(r_) && strcmp(emq_error(r_), (code)) == 0,                 \
+                  "expected %s, got %s", (code), d_ ? d_ : "(no reply)");                          \
+        free(d_);                                                                                  \
+    } while (0)
+
+#endif

@@ -1,0 +1,274 @@
+/* emqd_proc: the real emqd for integration tests (see emqd_proc.h). */
+#include "emqd_proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "redis_server.h"
+
+long long emq_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void emq_sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static int tcp_connect(int port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((unsigned short)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return fd;
+}
+
+int emqd_start(struct emqd_proc *p, int redis_port, const char *const *extra)
+{
+    const char *bin = getenv("EMQD");
+    char redis[64], listen[64];
+    const char *argv[64];
+    int n = 0;
+
+    if (bin == NULL)
+        return -ENOENT;
+    p->port = test_free_port();
+    if (p->port < 0)
+        return -EADDRNOTAVAIL;
+    snprintf(redis, sizeof(redis), "redis://127.0.0.1:%d", redis_port);
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", p->port);
+    argv[n++] = bin;
+    argv[n++] = "--redis";
+    argv[n++] = redis;
+    argv[n++] = "--listen";
+    argv[n++] = listen;
+    for (; extra != NULL && *extra != NULL && n < 62; extra++)
+        argv[n++] = *extra;
+    argv[n] = NULL;
+
+    p->pid = fork();
+    if (p->pid < 0)
+        return -errno;
+    if (p->pid == 0) {
+        /* Never outlive a test process that died on a failed assertion. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0)
+            dup2(devnull, STDIN_FILENO);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    for (int i = 0; i < 500; i++) {
+        int status;
+        if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+            p->pid = 0;
+            return -ECHILD;
+        }
+        int fd = tcp_connect(p->port);
+        if (fd >= 0) {
+            close(fd);
+            return 0;
+        }
+        emq_sleep_ms(10);
+    }
+    emqd_kill(p);
+    return -ETIMEDOUT;
+}
+
+int emqd_stop(struct emqd_proc *p)
+{
+    int status;
+    if (p->pid <= 0)
+        return -1;
+    kill(p->pid, SIGTERM);
+    for (int i = 0; i < 1000; i++) {
+        if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+            p->pid = 0;
+            if (WIFEXITED(status))
+                return WEXITSTATUS(status);
+            return 128 + WTERMSIG(status);
+        }
+        emq_sleep_ms(10);
+    }
+    emqd_kill(p);
+    return -1;
+}
+
+void emqd_kill(struct emqd_proc *p)
+{
+    if (p->pid <= 0)
+        return;
+    kill(p->pid, SIGKILL);
+    waitpid(p->pid, NULL, 0);
+    p->pid = 0;
+}
+
+struct emq_conn *emq_connect(int port)
+{
+    int fd = tcp_connect(port);
+    if (fd < 0)
+        return NULL;
+    struct emq_conn *c = malloc(sizeof(*c));
+    if (c == NULL) {
+        close(fd);
+        return NULL;
+    }
+    c->fd = fd;
+    c->len = 0;
+    return c;
+}
+
+struct emq_conn *emq_close(struct emq_conn *c)
+{
+    if (c != NULL) {
+        close(c->fd);
+        free(c);
+    }
+    return NULL;
+}
+
+int emq_send(struct emq_conn *c, const char *data, size_t len)
+{
+    while (len > 0) {
+        ssize_t w = send(c->fd, data, len, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        data += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int emq_send_line(struct emq_conn *c, const char *line)
+{
+    int rc = emq_send(c, line, strlen(line));
+    return rc != 0 ? rc : emq_send(c, "\n", 1);
+}
+
+/* Fill the buffer until it holds a newline; its index, or -1 on timeout
+ * and -2 on EOF or error. */
+static long fill_line(struct emq_conn *c, int timeout_ms)
+{
+    long long deadline = emq_now_ms() + timeout_ms;
+    for (;;) {
+        char *nl = memchr(c->buf, '\n', c->len);
+        if (nl != NULL)
+            return nl - c->buf;
+        if (c->len == sizeof(c->buf))
+            return -2;
+        long long left = deadline - emq_now_ms();
+        if (left <= 0)
+            return -1;
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+        int pr = poll(&pfd, 1, (int)left);
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0)
+            return pr == 0 ? -1 : -2;
+        ssize_t r = recv(c->fd, c->buf + c->len, sizeof(c->buf) - c->len, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -2;
+        c->len += (size_t)r;
+    }
+}
+
+json_t *emq_read(struct emq_conn *c, int timeout_ms)
+{
+    long nl = fill_line(c, timeout_ms);
+    if (nl < 0)
+        return NULL;
+    json_t *v = json_loadb(c->buf, (size_t)nl, 0, NULL);
+    c->len -= (size_t)nl + 1;
+    memmove(c->buf, c->buf + nl + 1, c->len);
+    return v;
+}
+
+int emq_read_eof(struct emq_conn *c, int timeout_ms)
+{
+    return fill_line(c, timeout_ms) == -2;
+}
+
+json_t *emq_call(struct emq_conn *c, const char *fmt, ...)
+{
+    char stack[8192];
+    char *line = stack;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(stack, sizeof(stack), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return NULL;
+    if ((size_t)n >= sizeof(stack)) {
+        line = malloc((size_t)n + 1);
+        if (line == NULL)
+            return NULL;
+        va_start(ap, fmt);
+        vsnprintf(line, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    int rc = emq_send_line(c, line);
+    if (line != stack)
+        free(line);
+    return rc == 0 ? emq_read(c, 5000) : NULL;
+}
+
+const char *emq_error(const json_t *reply)
+{
+    const char *e = json_string_value(json_object_get(reply, "error"));
+    return e != NULL ? e : "";
+}
+
+int emq_ok(const json_t *reply)
+{
+    return json_is_true(json_object_get(reply, "ok"));
+}
+
+int emqd_await_backend(struct emqd_proc *p)
+{
+    struct emq_conn *c = emq_connect(p->port);
+    if (c == NULL)
+        return -ECONNREFUSED;
+    int ok = 0;
+    for (long long t0 = emq_now_ms(); !ok && emq_now_ms() - t0 < 5000;) {
+        json_t *r = emq_call(c, "{\"op\":\"depth\",\"queue\":\"emq-test-ready\"}");
+        ok = emq_ok(r);
+        json_decref(r);
+        if (!ok)
+            emq_sleep_ms(20);
+    }
+    emq_close(c);
+    return ok ? 0 : -ETIMEDOUT;
+}
