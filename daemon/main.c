@@ -155,7 +155,11 @@ static int parse_args(int argc, char **argv, struct config *c)
             return -1;
         }
         if (bad) {
-            fprintf(stderr, "emqd: bad value for --%s: %s\n", opts[o == 'l' ? 0 : 0].name, optarg);
+            const char *name = "?";
+            for (const struct option *op = opts; op->name != NULL; op++)
+                if (op->val == o)
+                    name = op->name;
+            fprintf(stderr, "emqd: bad value for --%s: %s\n", name, optarg);
             return -1;
         }
     }
