@@ -89,13 +89,19 @@ static void drain_replies(struct client *c)
             c->tail = NULL;
         client_send(c, r->reply, r->reply_len);
         bool quit = c->quit && c->head == NULL;
+        /* A stream starts pushing only once its own reply is out, so a
+         * worker never sees a job before the ack of the stream it asked
+         * for. */
+        struct waiter *park = r->park;
         req_free(r);
+        if (park != NULL && !c->closing)
+            queue_park(park->q, park);
         if (quit)
             mark_dirty(c); /* the flush closes it once written */
     }
 }
 
-static void finish(struct req *r, struct outbuf *line)
+void req_ok_line(struct req *r, struct outbuf *line)
 {
     struct client *c = r->c;
     if (c->closing) {
@@ -118,7 +124,7 @@ void req_ok(struct req *r, json_t *fields)
     outbuf_init(&line);
     reply_ok(&line, r->ref, fields);
     json_decref(fields);
-    finish(r, &line);
+    req_ok_line(r, &line);
 }
 
 void req_error(struct req *r, enum wire_error code, const char *fmt, ...)
@@ -134,7 +140,7 @@ void req_error(struct req *r, enum wire_error code, const char *fmt, ...)
     struct outbuf line;
     outbuf_init(&line);
     reply_error(&line, r->ref, code, msg);
-    finish(r, &line);
+    req_ok_line(r, &line);
 }
 
 void req_backend_error(struct req *r, int status, const redisReply *reply)
@@ -181,7 +187,7 @@ static struct req *req_new(struct client *c)
 
 static bool auth_ok(struct client *c, const struct cmd *cmd)
 {
-    return c->authed || c->srv->cfg->token == NULL || (cmd->flags & CMD_NOAUTH);
+    return c->authed || c->srv->cfg->token == NULL || (cmd != NULL && (cmd->flags & CMD_NOAUTH));
 }
 
 static void handle_line(struct client *c, const char *line, size_t len)
@@ -205,13 +211,16 @@ static void handle_line(struct client *c, const char *line, size_t len)
     r->root = rq.root;
     r->ref = rq.ref;
     r->cmd = cmd_lookup(rq.op, rq.op_len);
+    /* Authentication comes first: a client without the token learns
+     * nothing, not even which ops exist. */
+    if (!auth_ok(c, r->cmd)) {
+        r->cmd = NULL;
+        req_error(r, WIRE_EAUTH, "say hello with the token first");
+        return;
+    }
     if (r->cmd == NULL) {
         req_error(r, WIRE_EUNKNOWN, "no such op \"%.*s\"", (int)(rq.op_len > 64 ? 64 : rq.op_len),
                   rq.op);
-        return;
-    }
-    if (!auth_ok(c, r->cmd)) {
-        req_error(r, WIRE_EAUTH, "say hello with the token first");
         return;
     }
     if (request_check(r->cmd->spec, r->root, &err) != 0) {
@@ -275,6 +284,13 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
             continue;
         }
         handle_line(c, line, len);
+        if (c->quit) {
+            /* quit (or too many failed hellos): nothing after it runs. */
+            if (c->reading)
+                uv_read_stop(&c->h.stream);
+            c->reading = false;
+            break;
+        }
         if (c->inflight >= c->srv->cfg->max_inflight && c->reading) {
             uv_read_stop(&c->h.stream);
             c->reading = false;
@@ -407,39 +423,34 @@ static void on_close_cb(uv_handle_t *h)
     client_unref(h->data);
 }
 
-/* Give back every job leased to the client, one release call per queue. */
+/* Give back every job leased to the client: one release call per queue. */
 static void release_held(struct client *c)
 {
+    json_t *byq = json_object(); /* queue name -> [job, lease, ...] */
     size_t b;
-    struct map_entry *e;
-    struct queue *last = NULL;
-    json_t *pairs = NULL;
 
-    /* Leases are grouped by queue in one pass per distinct queue; a client
-     * rarely holds jobs of more than one or two queues. */
-    while (c->held.count > 0) {
-        last = NULL;
-        pairs = json_array();
-        for (e = map_first(&c->held, &b); e != NULL; e = map_next(&c->held, &b, e)) {
-            struct lease *l = e->value;
-            if (last == NULL)
-                last = l->q;
-            if (l->q != last)
-                continue;
-            const char *job = strchr(l->key, ' ') + 1;
-            json_array_append_new(pairs, json_string(job));
-            json_array_append_new(pairs, json_string(l->lease));
+    for (struct map_entry *e = map_first(&c->held, &b); e; e = map_next(&c->held, &b, e)) {
+        struct lease *l = e->value;
+        json_t *pairs = json_object_get(byq, l->q->name);
+        if (pairs == NULL) {
+            pairs = json_array();
+            json_object_set_new(byq, l->q->name, pairs);
         }
-        for (size_t i = 0; i < json_array_size(pairs); i += 2) {
-            const char *job = json_string_value(json_array_get(pairs, i));
-            char key[sizeof(((struct lease *)0)->key)];
-            int klen = snprintf(key, sizeof(key), "%s %s", last->name, job);
-            free(map_del(&c->held, key, (size_t)klen));
-        }
-        log_info("client %s closed holding %zu jobs of queue %s: released", c->addr,
-                 json_array_size(pairs) / 2, last->name);
-        queue_release(last, pairs, "connection closed");
+        json_array_append_new(pairs, json_string(strchr(l->key, ' ') + 1));
+        json_array_append_new(pairs, json_string(l->lease));
+        free(l);
     }
+    map_deinit(&c->held);
+    const char *name;
+    json_t *pairs;
+    json_object_foreach(byq, name, pairs)
+    {
+        struct queue *q = map_get(&c->srv->queues, name, strlen(name));
+        log_info("client %s closed holding %zu jobs of queue %s: released", c->addr,
+                 json_array_size(pairs) / 2, name);
+        queue_release(q, json_incref(pairs), "connection closed");
+    }
+    json_decref(byq);
 }
 
 void client_close(struct client *c, const char *why)
@@ -485,7 +496,7 @@ void client_close(struct client *c, const char *why)
 }
 
 void client_hold(struct client *c, struct queue *q, const char *job, size_t jlen, const char *lease,
-                 struct waiter *stream)
+                 uint64_t lease_ms, struct waiter *stream)
 {
     struct lease *l = calloc(1, sizeof(*l));
     if (l == NULL)
@@ -494,17 +505,56 @@ void client_hold(struct client *c, struct queue *q, const char *job, size_t jlen
     l->stream = stream;
     snprintf(l->lease, sizeof(l->lease), "%s", lease);
     l->klen = (size_t)snprintf(l->key, sizeof(l->key), "%s %.*s", q->name, (int)jlen, job);
-    if (map_put(&c->held, l->key, l->klen, l) != 0)
+    l->expires = uv_now(c->srv->loop) + lease_ms;
+    if (map_put(&c->held, l->key, l->klen, l) != 0) {
         free(l);
+        return;
+    }
     if (stream != NULL)
         stream->outstanding++;
+}
+
+static size_t held_key(struct queue *q, const char *job, size_t jlen, char *key, size_t cap)
+{
+    return (size_t)snprintf(key, cap, "%s %.*s", q->name, (int)jlen, job);
+}
+
+void client_extend(struct client *c, struct queue *q, const char *job, size_t jlen,
+                   uint64_t lease_ms)
+{
+    char key[sizeof(((struct lease *)0)->key)];
+    struct lease *l = map_get(&c->held, key, held_key(q, job, jlen, key, sizeof(key)));
+    if (l != NULL)
+        l->expires = uv_now(c->srv->loop) + lease_ms;
+}
+
+/* Leases whose time ran out are not ours any more (the reaper gives the
+ * jobs to someone else): forget them, so a stream whose worker let a job
+ * expire gets its credit back instead of stalling, and the table of a
+ * worker that never settles stays bounded. The local clock runs from the
+ * moment of delivery, later than the claim, so this never forgets a lease
+ * Redis still honours. At most 64 per call: the sweep runs every second. */
+void client_sweep(struct client *c, uint64_t now)
+{
+    size_t b, n = 0;
+    struct lease *gone[64];
+
+    for (struct map_entry *e = map_first(&c->held, &b); e != NULL && n < 64;
+         e = map_next(&c->held, &b, e)) {
+        struct lease *l = e->value;
+        if (l->expires <= now)
+            gone[n++] = l;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *job = strchr(gone[i]->key, ' ') + 1;
+        client_unhold(c, gone[i]->q, job, strlen(job));
+    }
 }
 
 void client_unhold(struct client *c, struct queue *q, const char *job, size_t jlen)
 {
     char key[sizeof(((struct lease *)0)->key)];
-    int klen = snprintf(key, sizeof(key), "%s %.*s", q->name, (int)jlen, job);
-    struct lease *l = map_del(&c->held, key, (size_t)klen);
+    struct lease *l = map_del(&c->held, key, held_key(q, job, jlen, key, sizeof(key)));
     if (l == NULL)
         return;
     struct waiter *w = l->stream;

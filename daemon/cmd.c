@@ -190,7 +190,7 @@ static void cmd_enqueue(struct req *r)
 
 static const struct arg_spec enqueue_many_spec[] = {
     Q,
-    {"jobs", ARG_ARRAY, ARG_REQUIRED, 0, 100000},
+    {"jobs", ARG_ARRAY, ARG_REQUIRED, 0, 0}, /* size: EEMPTY / ELIMIT below */
     {"group", ARG_STRING, ARG_GROUP, 0, 0},
     END,
 };
@@ -302,13 +302,11 @@ static void claim_cb(void *priv, int status, redisReply *reply)
     size_t got = (reply->elements - 1) / 5;
     if (c->closing) {
         /* The worker left while we claimed: give the jobs straight back. */
-        json_t *pairs = json_array();
-        for (size_t i = 0; i < got; i++) {
-            redisReply **f = reply->element + 1 + 5 * i;
-            json_array_append_new(pairs, json_stringn(f[0]->str, f[0]->len));
-            json_array_append_new(pairs, json_stringn(f[4]->str, f[4]->len));
-        }
-        queue_release(r->q, pairs, "connection closed");
+        json_t *pairs = NULL;
+        for (size_t i = 0; i < got; i++)
+            pairs = queue_pair_add(pairs, reply->element + 1 + 5 * i);
+        if (pairs != NULL)
+            queue_release(r->q, pairs, "connection closed");
         req_ok(r, NULL);
         return;
     }
@@ -322,14 +320,25 @@ static void claim_cb(void *priv, int status, redisReply *reply)
             req_error(r, WIRE_EINTERNAL, "out of memory");
         return;
     }
-    json_t *jobs = json_array();
+    /* The stored payloads are spliced into the reply as they are. */
+    struct outbuf line;
+    outbuf_init(&line);
+    reply_begin_ok(&line, r->ref);
+    reply_key(&line, "jobs");
+    reply_begin_array(&line);
     for (size_t i = 0; i < got; i++) {
         redisReply **f = reply->element + 1 + 5 * i;
-        json_array_append_new(jobs, job_from_reply(r->q, f, deadline));
-        client_hold(c, r->q, f[0]->str, f[0]->len, f[4]->str, NULL);
+        struct reply_job j;
+        queue_job_view(r->q, f, deadline, &j);
+        reply_job(&line, &j);
+        client_hold(c, r->q, f[0]->str, f[0]->len, f[4]->str,
+                    (uint64_t)request_int(r->root, "lease_ms", (json_int_t)c->srv->cfg->lease_ms),
+                    NULL);
     }
+    reply_end_array(&line);
+    reply_end(&line);
     c->srv->count.claimed += got;
-    req_ok(r, json_pack("{s:o}", "jobs", jobs));
+    req_ok_line(r, &line);
 }
 
 static void cmd_claim(struct req *r)
@@ -373,14 +382,13 @@ static void cmd_stream(struct req *r)
     }
     w->credit = (size_t)request_int(r->root, "credit", 0);
     w->lease_ms = (uint64_t)request_int(r->root, "lease_ms", (json_int_t)c->srv->cfg->lease_ms);
-    /* The reply goes first; pushes follow as work comes. (r is freed by
-     * req_ok: use only what was read out of it before.) */
-    struct queue *q = r->q;
-    req_ok(r, NULL);
+    /* The stream parks once its reply is out (drain_replies), so pushes
+     * always follow the ack; credit 0 (or none left) just stops it. */
     if (w->credit > w->outstanding)
-        queue_park(q, w);
+        r->park = w;
     else
         queue_unpark(w);
+    req_ok(r, NULL);
 }
 
 /* --- settling a lease --------------------------------------------------- */
@@ -390,37 +398,52 @@ static const struct arg_spec settle_spec[] = {Q, JOB, LEASE, END};
 static void cmd_complete(struct req *r)
 {
     /* Completions of one loop turn go out together (queue_flush_all). */
-    queue_complete(r->q, r, str(r, "job"), str(r, "lease"));
+    queue_complete(r->q, r);
 }
 
-/* After fail / release / extend: a lease that is not ours any more. */
-static void settled(struct req *r, bool gone)
+/* The status word of a settling move's reply: "ELEASE", "ENOJOB", a
+ * state, or NULL when the backend failed. release answers per pair (an
+ * array), the others with a value or an error reply. */
+static const char *status_word(int status, const redisReply *reply)
 {
+    if (status != 0 || reply == NULL)
+        return NULL;
+    if (reply->type == REDIS_REPLY_ARRAY)
+        return reply->elements == 1 ? reply->element[0]->str : NULL;
+    if (reply->type == REDIS_REPLY_STRING || reply->type == REDIS_REPLY_ERROR)
+        return reply->str;
+    return "";
+}
+
+/* The lease is not ours any more (settled, stale, or the job is gone):
+ * forget it, which returns a stream's credit. */
+static void forget(struct req *r, const char *word)
+{
+    if (word == NULL || r->c->closing)
+        return;
+    if (strncmp(word, "ELEASE", 6) != 0 && strncmp(word, "ENOJOB", 6) != 0 && word[0] == 'E')
+        return; /* EARG and the like: the lease is still held */
     size_t jlen;
     const char *job = request_string(r->root, "job", &jlen);
-    if (gone && !r->c->closing)
-        client_unhold(r->c, r->q, job, jlen);
+    client_unhold(r->c, r->q, job, jlen);
 }
 
 static void state_cb(void *priv, int status, redisReply *reply)
 {
     struct req *r = priv;
-    bool stale = status == 0 && reply != NULL && reply->type == REDIS_REPLY_ERROR &&
-                 strncmp(reply->str, "ELEASE", 6) == 0;
-    if (stale)
-        settled(r, true);
-    if (failed(r, status, reply))
-        return;
-    const char *state = reply->type == REDIS_REPLY_ARRAY ? reply->element[0]->str : reply->str;
-    if (reply->type == REDIS_REPLY_ARRAY && state[0] == 'E') {
-        settled(r, strcmp(state, "ELEASE") == 0);
-        req_error(r, wire_error_lookup(state, strlen(state)), "the lease is not current");
+    const char *word = status_word(status, reply);
+    if (word == NULL || reply->type == REDIS_REPLY_ERROR) {
+        forget(r, word);
+        req_backend_error(r, status, reply);
         return;
     }
-    settled(r, true);
-    if (r->cmd->run != NULL && strcmp(r->cmd->name, "fail") == 0)
-        req_server(r)->count.failed++;
-    req_ok(r, json_pack("{s:s}", "state", state));
+    forget(r, word);
+    if (strcmp(word, "ELEASE") == 0)
+        req_error(r, WIRE_ELEASE, "the lease is not current (expired and re-leased?)");
+    else if (strcmp(word, "ENOJOB") == 0)
+        req_error(r, WIRE_ENOJOB, "no such job");
+    else
+        req_ok(r, json_pack("{s:s}", "state", word));
 }
 
 static const struct arg_spec fail_spec[] = {
@@ -435,6 +458,7 @@ static const struct arg_spec fail_spec[] = {
 
 static void cmd_fail(struct req *r)
 {
+    req_server(r)->count.failed++;
     char retry[24];
     num(retry, sizeof(retry), request_int(r->root, "retry_ms", -1));
     const char *argv[] = {str(r, "job"), str(r, "lease"), str(r, "error"), retry,
@@ -442,9 +466,13 @@ static void cmd_fail(struct req *r)
     run_script(r, SCRIPT_FAIL, 5, argv, state_cb);
 }
 
+static const struct arg_spec release_spec[] = {
+    Q, JOB, LEASE, {"error", ARG_STRING, 0, 0, 4096}, END};
+
 static void cmd_release(struct req *r)
 {
-    const char *argv[] = {"released by the worker", str(r, "job"), str(r, "lease")};
+    const char *why = request_string(r->root, "error", NULL);
+    const char *argv[] = {why ? why : "released by the worker", str(r, "job"), str(r, "lease")};
     run_script(r, SCRIPT_RELEASE, 3, argv, state_cb);
 }
 
@@ -455,11 +483,13 @@ static const struct arg_spec extend_spec[] = {
 static void extend_cb(void *priv, int status, redisReply *reply)
 {
     struct req *r = priv;
-    if (status == 0 && reply != NULL && reply->type == REDIS_REPLY_ERROR &&
-        strncmp(reply->str, "ELEASE", 6) == 0)
-        settled(r, true);
+    if (status == 0 && reply != NULL && reply->type == REDIS_REPLY_ERROR)
+        forget(r, reply->str);
     if (failed(r, status, reply))
         return;
+    size_t jlen;
+    const char *job = request_string(r->root, "job", &jlen);
+    client_extend(r->c, r->q, job, jlen, (uint64_t)request_int(r->root, "lease_ms", 1));
     req_ok(r, json_pack("{s:I}", "lease_until", (json_int_t)reply->integer));
 }
 
@@ -472,13 +502,6 @@ static void cmd_extend(struct req *r)
 }
 
 /* --- per-tenant levers --------------------------------------------------- */
-
-static void int_cb_named(struct req *r, int status, redisReply *reply, const char *name)
-{
-    if (failed(r, status, reply))
-        return;
-    req_ok(r, json_pack("{s:I}", name, (json_int_t)reply->integer));
-}
 
 static void empty_cb(void *priv, int status, redisReply *reply)
 {
@@ -548,8 +571,16 @@ static void drain_cb(void *priv, int status, redisReply *reply)
     struct req *r = priv;
     if (failed(r, status, reply))
         return;
-    r->n += (uint64_t)reply->element[0]->integer;
-    if (reply->element[1]->integer > 0) {
+    uint64_t drained = (uint64_t)reply->element[0]->integer;
+    uint64_t left = (uint64_t)reply->element[1]->integer;
+    /* The first call fixes the goal: what was pending then. Jobs that
+     * producers add while we drain are theirs to keep, so a busy lane
+     * cannot keep the drain (and this connection's replies) going for
+     * ever. */
+    if (r->n == 0 && r->acc == NULL)
+        r->acc = json_integer((json_int_t)(drained + left));
+    r->n += drained;
+    if (left > 0 && r->n < (uint64_t)json_integer_value(r->acc)) {
         const char *argv[] = {str(r, "group"), "1000"};
         run_script(r, SCRIPT_DRAIN, 2, argv, drain_cb);
         return;
@@ -567,7 +598,9 @@ static const struct arg_spec opt_group_spec[] = {Q, {"group", ARG_STRING, ARG_GR
 
 static void depth_cb(void *priv, int status, redisReply *reply)
 {
-    int_cb_named(priv, status, reply, "depth");
+    struct req *r = priv;
+    if (!failed(r, status, reply))
+        req_ok(r, json_pack("{s:I}", "depth", (json_int_t)reply->integer));
 }
 
 static void cmd_depth(struct req *r)
@@ -648,6 +681,10 @@ static void cmd_groups(struct req *r)
 {
     char count[24];
     const char *cursor = request_string(r->root, "cursor", NULL);
+    if (cursor != NULL && (cursor[0] == '\0' || cursor[strspn(cursor, "0123456789")] != '\0')) {
+        req_error(r, WIRE_EARG, "argument \"cursor\" must be a cursor from a previous reply");
+        return;
+    }
     num(count, sizeof(count), request_int(r->root, "count", 100));
     const char *argv[] = {cursor ? cursor : "0", count};
     run_script(r, SCRIPT_GROUPS, 2, argv, groups_cb);
@@ -670,6 +707,8 @@ static void job_cb(void *priv, int status, redisReply *reply)
         const char *k = reply->element[i]->str;
         redisReply *v = reply->element[i + 1];
         json_t *val;
+        if (strcmp(k, "lease") == 0)
+            continue; /* the fencing token belongs to the holder alone */
         if (strcmp(k, "payload") == 0) {
             val = json_loadb(v->str, v->len, JSON_DECODE_ANY, NULL);
             if (val == NULL)
@@ -769,7 +808,7 @@ const struct cmd cmd_table[] = {
     {"stream", stream_spec, cmd_stream, CMD_QUEUE | CMD_WORK},
     {"complete", settle_spec, cmd_complete, CMD_QUEUE},
     {"fail", fail_spec, cmd_fail, CMD_QUEUE},
-    {"release", settle_spec, cmd_release, CMD_QUEUE},
+    {"release", release_spec, cmd_release, CMD_QUEUE},
     {"extend", extend_spec, cmd_extend, CMD_QUEUE},
     {"limit", limit_spec, cmd_limit, CMD_QUEUE},
     {"pause", group_spec, cmd_pause, CMD_QUEUE},

@@ -27,6 +27,8 @@ static void usage(FILE *out)
             "  --max-batch N         items per enqueue_many (default 10000)\n"
             "  --max-clients N       connections (default 20000)\n"
             "  --max-output BYTES    queued output per connection (default 64 MiB)\n"
+            "  --max-inflight N      unanswered requests per connection before reads pause\n"
+            "                        (default 4096)\n"
             "  --lease-ms MS         default lease (default 30000)\n"
             "  --retention-ms MS     completed rows kept for dedup (default 86400000)\n"
             "  --max-attempts N      default attempts before dead-lettering (default 5)\n"
@@ -59,6 +61,7 @@ static int parse_args(int argc, char **argv, struct config *c)
         O_BATCH,
         O_CLIENTS,
         O_OUTPUT,
+        O_INFLIGHT,
         O_LEASE,
         O_RET,
         O_ATT,
@@ -77,6 +80,7 @@ static int parse_args(int argc, char **argv, struct config *c)
         {"max-batch", required_argument, NULL, O_BATCH},
         {"max-clients", required_argument, NULL, O_CLIENTS},
         {"max-output", required_argument, NULL, O_OUTPUT},
+        {"max-inflight", required_argument, NULL, O_INFLIGHT},
         {"lease-ms", required_argument, NULL, O_LEASE},
         {"retention-ms", required_argument, NULL, O_RET},
         {"max-attempts", required_argument, NULL, O_ATT},
@@ -124,6 +128,9 @@ static int parse_args(int argc, char **argv, struct config *c)
             break;
         case O_OUTPUT:
             bad = parse_size(optarg, &c->max_output);
+            break;
+        case O_INFLIGHT:
+            bad = parse_size(optarg, &c->max_inflight);
             break;
         case O_LEASE:
             bad = parse_size(optarg, &v);

@@ -18,10 +18,7 @@
 int queue_script(struct queue *q, enum script_id id, int argc, const char **argv, pool_reply_cb *cb,
                  void *priv)
 {
-    size_t lens[argc > 0 ? argc : 1];
-    for (int i = 0; i < argc; i++)
-        lens[i] = strlen(argv[i]);
-    return pool_script(q->srv->pool, id, &q->keys, argc, argv, lens, cb, priv);
+    return pool_script(q->srv->pool, id, &q->keys, argc, argv, NULL, cb, priv);
 }
 
 /* --- parking -------------------------------------------------------- */
@@ -66,7 +63,7 @@ static size_t wants(const struct waiter *w)
 {
     if (w->stream)
         return w->credit > w->outstanding ? w->credit - w->outstanding : 0;
-    return w->want > json_array_size(w->jobs) ? w->want - json_array_size(w->jobs) : 0;
+    return w->want > w->njobs ? w->want - w->njobs : 0;
 }
 
 static void timer_closed_cb(uv_handle_t *h)
@@ -76,8 +73,7 @@ static void timer_closed_cb(uv_handle_t *h)
 
 void waiter_free(struct waiter *w)
 {
-    json_decref(w->jobs);
-    w->jobs = NULL;
+    outbuf_deinit(&w->jobs);
     if (w->timer_on) {
         /* The timer's memory is the waiter's: free it once closed. */
         w->timer.data = w;
@@ -98,9 +94,16 @@ static void claim_answer(struct waiter *w)
             break;
         }
     }
-    json_t *jobs = w->jobs;
-    w->jobs = NULL;
-    req_ok(w->req, json_pack("{s:o}", "jobs", jobs));
+    struct outbuf line;
+    outbuf_init(&line);
+    reply_begin_ok(&line, w->req->ref);
+    reply_key(&line, "jobs");
+    reply_begin_array(&line);
+    if (w->njobs > 0)
+        reply_raw(&line, w->jobs.data, w->jobs.len);
+    reply_end_array(&line);
+    reply_end(&line);
+    req_ok_line(w->req, &line);
     waiter_free(w);
 }
 
@@ -131,7 +134,7 @@ int queue_wait_claim(struct queue *q, struct req *r, size_t count, uint64_t leas
     w->flat = flat;
     w->want = count;
     w->lease_ms = lease_ms;
-    w->jobs = json_array();
+    outbuf_init(&w->jobs);
     uv_timer_init(q->srv->loop, &w->timer);
     w->timer.data = w;
     w->timer_on = true;
@@ -151,34 +154,11 @@ struct pump {
     size_t asked;
 };
 
-json_t *job_from_reply(struct queue *q, redisReply **f, long long deadline)
+void queue_job_view(const struct queue *q, redisReply **f, long long deadline, struct reply_job *j)
 {
-    json_error_t err;
-    json_t *payload = json_loadb(f[2]->str, f[2]->len, JSON_DECODE_ANY, &err);
-    if (payload == NULL)
-        payload = json_stringn(f[2]->str, f[2]->len); /* never stored that way */
-    return json_pack("{s:s, s:s%, s:o, s:o, s:I, s:s%, s:I}", "queue", q->name, "job", f[0]->str,
-                     f[0]->len, "group",
-                     f[1]->len ? json_stringn(f[1]->str, f[1]->len) : json_null(), "payload",
-                     payload, "attempt", (json_int_t)f[3]->integer, "lease", f[4]->str, f[4]->len,
-                     "lease_until", (json_int_t)deadline);
-}
-
-/* Hand one leased job (five fields of a claim reply) to a waiter. A
- * stream gets a push frame spliced from the stored payload text (no
- * re-parse on the hot path); a parked claim gathers JSON for its reply. */
-static void deliver(struct waiter *w, redisReply **f, long long deadline)
-{
-    struct client *c = w->c;
-    client_hold(c, w->q, f[0]->str, f[0]->len, f[4]->str, w->stream ? w : NULL);
-    c->srv->count.claimed++;
-    if (!w->stream) {
-        json_array_append_new(w->jobs, job_from_reply(w->q, f, deadline));
-        return;
-    }
-    struct reply_job j = {
-        .queue = w->q->name,
-        .queue_len = w->q->len,
+    *j = (struct reply_job){
+        .queue = q->name,
+        .queue_len = q->len,
         .id = f[0]->str,
         .id_len = f[0]->len,
         .group = f[1]->len ? f[1]->str : NULL,
@@ -190,6 +170,33 @@ static void deliver(struct waiter *w, redisReply **f, long long deadline)
         .payload = f[2]->str,
         .payload_len = f[2]->len,
     };
+}
+
+json_t *queue_pair_add(json_t *pairs, redisReply **f)
+{
+    if (pairs == NULL)
+        pairs = json_array();
+    json_array_append_new(pairs, json_stringn(f[0]->str, f[0]->len));
+    json_array_append_new(pairs, json_stringn(f[4]->str, f[4]->len));
+    return pairs;
+}
+
+/* Hand one leased job (five fields of a claim reply) to a waiter. The
+ * stored payload text is spliced into the frame as it is (no re-parse on
+ * the hot path): a stream gets a push now, a parked claim gathers the job
+ * for its reply. */
+static void deliver(struct waiter *w, redisReply **f, long long deadline)
+{
+    struct client *c = w->c;
+    struct reply_job j;
+    client_hold(c, w->q, f[0]->str, f[0]->len, f[4]->str, w->lease_ms, w->stream ? w : NULL);
+    c->srv->count.claimed++;
+    queue_job_view(w->q, f, deadline, &j);
+    if (!w->stream) {
+        reply_job(&w->jobs, &j);
+        w->njobs++;
+        return;
+    }
     struct outbuf line;
     outbuf_init(&line);
     if (reply_push_job(&line, &j) == 0)
@@ -225,10 +232,7 @@ static void pump_cb(void *priv, int status, redisReply *reply)
             w = w->qnext;
         if (w == NULL) {
             /* Everyone who asked has gone: give the job straight back. */
-            if (orphans == NULL)
-                orphans = json_array();
-            json_array_append_new(orphans, json_stringn(f[0]->str, f[0]->len));
-            json_array_append_new(orphans, json_stringn(f[4]->str, f[4]->len));
+            orphans = queue_pair_add(orphans, f);
             continue;
         }
         deliver(w, f, deadline);
@@ -244,7 +248,7 @@ static void pump_cb(void *priv, int status, redisReply *reply)
     /* Parked claims that got anything are answered now. */
     for (struct waiter *w = q->wait_head, *next; w != NULL; w = next) {
         next = w->qnext;
-        if (!w->stream && json_array_size(w->jobs) > 0)
+        if (!w->stream && w->njobs > 0)
             claim_answer(w);
     }
     if (got == asked || q->again[flat]) {
@@ -375,10 +379,10 @@ static void upkeep_cb(uv_timer_t *t)
 
 /* --- completions, coalesced per loop turn ----------------------------- */
 
-void queue_complete(struct queue *q, struct req *r, const char *job, const char *lease)
+void queue_complete(struct queue *q, struct req *r)
 {
-    (void)job;
-    (void)lease; /* read back from the request when the batch is sent */
+    /* The job and lease are read back from the request when the batch is
+     * sent (flush_batch); the request lives until complete_cb. */
     if (q->nbatch == q->capbatch) {
         size_t cap = q->capbatch ? q->capbatch * 2 : 16;
         struct req **b = realloc(q->batch, cap * sizeof(*b));
@@ -417,9 +421,9 @@ static void complete_cb(void *priv, int status, redisReply *reply)
         const char *st = reply->element[i]->str;
         size_t jlen;
         const char *job = request_string(r->root, "job", &jlen);
-        if (strcmp(st, "completed") == 0 || strcmp(st, "ELEASE") == 0)
-            if (!r->c->closing)
-                client_unhold(r->c, b->q, job, jlen);
+        /* Completed, stale or gone: either way the lease is not ours. */
+        if (!r->c->closing)
+            client_unhold(r->c, b->q, job, jlen);
         if (strcmp(st, "completed") == 0) {
             r->c->srv->count.completed++;
             req_ok(r, json_pack("{s:s}", "state", "completed"));

@@ -18,6 +18,37 @@ static void flush_cb(uv_check_t *h)
     client_flush_all(s);
 }
 
+static void sweep_cb(uv_timer_t *t)
+{
+    struct server *s = t->data;
+    uint64_t now = uv_now(s->loop);
+    for (struct client *c = s->clients; c != NULL; c = c->next)
+        if (c->held.count > 0)
+            client_sweep(c, now);
+}
+
+/* Every queue any daemon has used is named in emq:queues, so a daemon
+ * that starts (or restarts) runs the upkeep of all of them, not only of
+ * those its own clients name. */
+static void known_queues_cb(void *priv, int status, redisReply *reply)
+{
+    struct server *s = priv;
+    if (status != 0 || reply == NULL || reply->type != REDIS_REPLY_ARRAY)
+        return;
+    for (size_t i = 0; i < reply->elements; i++) {
+        redisReply *e = reply->element[i];
+        if (e->type == REDIS_REPLY_STRING && brand_queue_valid(e->str, e->len))
+            server_queue(s, e->str, e->len);
+    }
+}
+
+static void ignore_cb(void *priv, int status, redisReply *reply)
+{
+    (void)priv;
+    (void)status;
+    (void)reply;
+}
+
 static void pool_state_cb(void *priv, bool up)
 {
     struct server *s = priv;
@@ -27,6 +58,8 @@ static void pool_state_cb(void *priv, bool up)
         return;
     }
     log_info("backend connected");
+    const char *argv[] = {"SMEMBERS", SERVER_QUEUES_KEY};
+    pool_command(s->pool, 2, argv, NULL, known_queues_cb, s);
     /* Clients are let in once the backend first answers, so a request
      * right after start-up does not meet an unconnected pool. */
     if (!s->listening) {
@@ -57,6 +90,10 @@ int server_init(struct server *s, uv_loop_t *loop, const struct config *cfg)
     s->flush.data = s;
     uv_check_start(&s->flush, flush_cb);
     uv_unref((uv_handle_t *)&s->flush);
+    uv_timer_init(loop, &s->sweep);
+    s->sweep.data = s;
+    uv_timer_start(&s->sweep, sweep_cb, 1000, 1000);
+    uv_unref((uv_handle_t *)&s->sweep);
     return 0;
 }
 
@@ -85,6 +122,8 @@ struct queue *server_queue(struct server *s, const char *name, size_t len)
         return NULL;
     }
     queue_start(q);
+    const char *argv[] = {"SADD", SERVER_QUEUES_KEY, q->name};
+    pool_command(s->pool, 3, argv, NULL, ignore_cb, NULL);
     return q;
 }
 
@@ -164,6 +203,7 @@ static void stopped_cb(void *priv)
         queue_free(e->value);
     map_deinit(&s->queues);
     uv_close((uv_handle_t *)&s->flush, NULL);
+    uv_close((uv_handle_t *)&s->sweep, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
     if (s->stop_done != NULL)

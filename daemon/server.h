@@ -20,6 +20,9 @@
 #include "reply.h"
 #include "request.h"
 
+/* The set of queue names every daemon has used (outside any {q} slot). */
+#define SERVER_QUEUES_KEY "emq:queues"
+
 struct client;
 struct queue;
 struct req;
@@ -46,6 +49,7 @@ struct server {
     struct client *dirty;  /* clients with bytes to write this turn */
     struct queue *batched; /* queues with completions to send this turn */
     uv_check_t flush;      /* end of each loop turn: send coalesced work, write replies */
+    uv_timer_t sweep;      /* forgets leases that have run out (client_sweep) */
     uv_signal_t sigterm, sigint;
     bool stopping, listening;
     int exit_code;
@@ -79,9 +83,10 @@ struct req {
     bool done;
     char *reply; /* encoded reply line, when done out of order */
     size_t reply_len;
-    int outstanding; /* pool calls still to answer (enqueue_many, drain) */
-    json_t *acc;     /* what a multi-call request gathers (owned) */
-    uint64_t n;      /* a counter a multi-call request keeps */
+    int outstanding;     /* pool calls still to answer (enqueue_many, drain) */
+    json_t *acc;         /* what a multi-call request gathers (owned) */
+    uint64_t n;          /* a counter a multi-call request keeps */
+    struct waiter *park; /* a stream to park once this reply is out */
 };
 
 /* A command: its name, argument spec, and handler. */
@@ -108,6 +113,8 @@ void req_error(struct req *r, enum wire_error code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Finish from a pool reply that was an error or unavailable. */
 void req_backend_error(struct req *r, int status, const redisReply *reply);
+/* Finish with a reply line already encoded (taken over from line). */
+void req_ok_line(struct req *r, struct outbuf *line);
 struct server *req_server(const struct req *r);
 
 /* A connection. */
@@ -153,11 +160,17 @@ struct lease {
     struct queue *q;
     struct waiter *stream; /* the stream it was pushed on, or NULL */
     char lease[24];
+    uint64_t expires;                             /* uv_now() after which Redis may reap it */
     char key[BRAND_QUEUE_MAX + BRAND_ID_MAX + 2]; /* "queue job" */
     size_t klen;
 };
 void client_hold(struct client *c, struct queue *q, const char *job, size_t jlen, const char *lease,
-                 struct waiter *stream);
+                 uint64_t lease_ms, struct waiter *stream);
+/* An extend succeeded: the lease lives lease_ms from now. */
+void client_extend(struct client *c, struct queue *q, const char *job, size_t jlen,
+                   uint64_t lease_ms);
+/* Forget leases whose time has run out (now: uv_now). */
+void client_sweep(struct client *c, uint64_t now);
 /* The job is settled (or its lease is no longer ours): forget it, returning
  * a stream's credit. */
 void client_unhold(struct client *c, struct queue *q, const char *job, size_t jlen);
@@ -172,8 +185,8 @@ struct waiter {
     uint64_t lease_ms;
     /* claim */
     struct req *req;
-    json_t *jobs; /* gathered so far */
-    size_t want;
+    struct outbuf jobs; /* leased jobs gathered so far, encoded, comma-joined */
+    size_t njobs, want;
     uv_timer_t timer;
     bool timer_on;
     /* stream */
@@ -210,15 +223,18 @@ void queue_pump(struct queue *q, bool flat);
 /* Park a claim that found nothing until work comes or wait_ms passes. */
 int queue_wait_claim(struct queue *q, struct req *r, size_t count, uint64_t lease_ms, bool flat,
                      uint64_t wait_ms);
-/* Add a completion to this turn's batch. */
-void queue_complete(struct queue *q, struct req *r, const char *job, const char *lease);
+/* Add a completion (the request's job and lease) to this turn's batch. */
+void queue_complete(struct queue *q, struct req *r);
 void queue_flush_all(struct server *s);
 /* Give leases back at once (a client closed): pairs is an array of strings
  * job, lease, ... (stolen). */
 void queue_release(struct queue *q, json_t *pairs, const char *reason);
 
-/* Encode a leased job frame from a claim reply's five fields. */
-json_t *job_from_reply(struct queue *q, redisReply **f, long long deadline);
+/* The leased-job view of a claim reply's five fields (strings borrowed
+ * from the reply), for the encoders in reply.h. */
+void queue_job_view(const struct queue *q, redisReply **f, long long deadline, struct reply_job *j);
+/* Append a claim reply's (job, lease) to release pairs (made if NULL). */
+json_t *queue_pair_add(json_t *pairs, redisReply **f);
 
 /* Run a lane script for a queue; argv are NUL-terminated strings. */
 int queue_script(struct queue *q, enum script_id id, int argc, const char **argv, pool_reply_cb *cb,

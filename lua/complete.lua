@@ -6,6 +6,9 @@
 --        (job id, lease token).
 -- Returns one status per pair: 'completed', 'ENOJOB' (no such job) or
 -- 'ELEASE' (not active, or the token is stale: nothing changed).
+-- Re-sending a completion that already succeeded (same token; e.g. after
+-- the reply was lost) answers 'completed' again and changes nothing: the
+-- completed row keeps its last token for exactly this.
 local keep = tonumber(ARGV[2])
 if not keep or keep < 0 or #ARGV < 4 or #ARGV % 2 ~= 0 then
   return redis.error_reply('EARG retention_ms and (job, lease) pairs expected')
@@ -15,6 +18,10 @@ local out = {}
 for i = 3, #ARGV, 2 do
   local id = ARGV[i]
   local g, err = check_lease(id, ARGV[i + 1])
+  if err == 'ELEASE' then
+    local f = call('HMGET', row_key(id), 'state', 'lease')
+    if f[1] == 'completed' and f[2] == ARGV[i + 1] then g, err = nil, 'completed' end
+  end
   if not g then
     out[#out + 1] = err
   else
@@ -25,7 +32,7 @@ for i = 3, #ARGV, 2 do
     else
       call('HSET', row, 'state', 'completed', 'finished_ms', now)
       -- The payload is not needed to answer 'duplicate'; free it now.
-      call('HDEL', row, 'lease', 'lease_until', 'payload')
+      call('HDEL', row, 'lease_until', 'payload')
       call('PEXPIRE', row, keep)
     end
     out[#out + 1] = 'completed'

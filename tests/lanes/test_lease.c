@@ -57,7 +57,7 @@ LANE_TEST(lease, a_reaped_jobs_old_lease_token_is_refused)
     cr_assert_str_eq(st, "completed");
 }
 
-LANE_TEST(lease, complete_of_unknown_or_settled_jobs_is_refused)
+LANE_TEST(lease, complete_is_refused_for_unknown_jobs_and_idempotent_when_resent)
 {
     char st[32];
     fx_complete("JOBnope", "1", st, sizeof(st));
@@ -70,7 +70,12 @@ LANE_TEST(lease, complete_of_unknown_or_settled_jobs_is_refused)
     fx_complete("JOB1", j.lease, st, sizeof(st));
     cr_assert_str_eq(st, "completed");
     fx_complete("JOB1", j.lease, st, sizeof(st));
-    cr_assert_str_eq(st, "ELEASE", "completing twice is refused");
+    cr_assert_str_eq(st, "completed", "a re-sent completion is answered the same");
+    fx_complete("JOB1", "999", st, sizeof(st));
+    cr_assert_str_eq(st, "ELEASE", "another token is still refused");
+    char code[32];
+    fx_error(code, sizeof(code), SCRIPT_FAIL, "JOB1", j.lease, "late", "0", "0", NULL);
+    cr_assert_str_eq(code, "ELEASE", "a completed job cannot be failed");
 }
 
 LANE_TEST(lease, complete_coalesces_many_pairs_in_one_call)
