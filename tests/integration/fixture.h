@@ -39,6 +39,18 @@ static inline struct emq_conn *fx_conn(void)
     return c;
 }
 
+/* A string field ("" when absent) and an integer field of a reply. */
+static inline const char *jstr(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s != NULL ? s : "";
+}
+
+static inline long long jint(const json_t *o, const char *k)
+{
+    return json_integer_value(json_object_get(o, k));
+}
+
 /* Assert the reply is ok, with a readable message otherwise. */
 #define assert_ok(reply)                                                                           \
     do {                                                                                           \
@@ -57,5 +69,23 @@ static inline struct emq_conn *fx_conn(void)
                   "expected %s, got %s", (code), d_ ? d_ : "(no reply)");                          \
         free(d_);                                                                                  \
     } while (0)
+
+/* Assert the reply is the error code, then free it (for a call made only
+ * to see it refused). */
+#define assert_err_free(reply, code)                                                               \
+    do {                                                                                           \
+        json_t *rf_ = (reply);                                                                     \
+        assert_err(rf_, code);                                                                     \
+        json_decref(rf_);                                                                          \
+    } while (0)
+
+/* The claimed jobs of a claim reply (asserting it is ok). */
+static inline json_t *claim_jobs(json_t *reply)
+{
+    assert_ok(reply);
+    json_t *jobs = json_object_get(reply, "jobs");
+    cr_assert(json_is_array(jobs), "claim reply without jobs");
+    return jobs;
+}
 
 #endif

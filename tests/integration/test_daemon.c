@@ -9,26 +9,6 @@
 
 #include "fixture.h"
 
-static const char *jstr(const json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s != NULL ? s : "";
-}
-
-static long long jint(const json_t *o, const char *k)
-{
-    return json_integer_value(json_object_get(o, k));
-}
-
-/* The claimed jobs of a claim reply (asserting it is ok). */
-static json_t *claim_jobs(json_t *reply)
-{
-    assert_ok(reply);
-    json_t *jobs = json_object_get(reply, "jobs");
-    cr_assert(json_is_array(jobs), "claim reply without jobs");
-    return jobs;
-}
-
 TestSuite(daemon, .init = fx_setup, .fini = fx_teardown, .timeout = 60);
 
 /* (1) Payloads of every JSON type survive enqueue -> claim -> complete. */

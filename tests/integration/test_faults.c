@@ -93,3 +93,110 @@ Test(faults, redis_restart)
     json_decref(r);
     emq_close(c);
 }
+
+/* Every enqueue answered "enqueued" survives a Redis crash (AOF, fsync
+ * always) and is delivered afterwards; the ones answered EUNAVAILABLE are
+ * re-sent, as a producer would, and land exactly once. */
+Test(faults, no_acknowledged_job_is_lost_across_a_redis_crash)
+{
+    fx_teardown();
+    static const char *const aof[] = {"--appendonly", "yes", "--appendfsync", "always", NULL};
+    const char *const extra[] = {"--redis-timeout-ms", "500", NULL};
+    cr_assert_eq(redis_server_start(&fx_redis, aof), 0);
+    cr_assert_eq(emqd_start(&fx_emqd, fx_redis.port, extra), 0);
+    struct emq_conn *c = fx_conn();
+    enum { N = 300 };
+    static char acked[N];
+    int unavailable = 0;
+    for (int i = 0; i < N; i++) {
+        if (i == N / 3)
+            redis_server_kill(&fx_redis);
+        if (i == N / 2)
+            cr_assert_eq(redis_server_restart(&fx_redis, aof), 0);
+        for (int tries = 0; !acked[i] && tries < 100; tries++) {
+            json_t *r = emq_call(c,
+                                 "{\"op\":\"enqueue\",\"queue\":\"nl\",\"job\":\"JOB%03d\","
+                                 "\"group\":\"TEN%d\",\"payload\":%d}",
+                                 i, i % 7, i);
+            cr_assert_not_null(r, "no reply for job %d", i);
+            if (emq_ok(r)) {
+                acked[i] = 1;
+            } else {
+                cr_assert_str_eq(emq_error(r), "EUNAVAILABLE");
+                unavailable++;
+                if (i >= N / 2)
+                    emq_sleep_ms(50); /* Redis is back: the pool reconnects */
+                else {
+                    json_decref(r);
+                    break; /* still down: move on, re-sent below */
+                }
+            }
+            json_decref(r);
+        }
+    }
+    cr_assert_gt(unavailable, 0, "the crash was never seen");
+    for (int i = 0; i < N; i++) /* the producer re-sends what failed */
+        while (!acked[i]) {
+            json_t *r = emq_call(c,
+                                 "{\"op\":\"enqueue\",\"queue\":\"nl\",\"job\":\"JOB%03d\","
+                                 "\"group\":\"TEN%d\",\"payload\":%d}",
+                                 i, i % 7, i);
+            acked[i] = emq_ok(r);
+            json_decref(r);
+        }
+    static char seen[N];
+    int delivered = 0;
+    for (int round = 0; round < 100 && delivered < N; round++) {
+        json_t *r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"nl\",\"count\":100}");
+        json_t *jobs = claim_jobs(r);
+        for (size_t k = 0; k < json_array_size(jobs); k++) {
+            json_t *j = json_array_get(jobs, k);
+            int i = atoi(jstr(j, "job") + 3);
+            cr_assert(!seen[i], "JOB%03d delivered twice", i);
+            seen[i] = 1;
+            delivered++;
+            json_t *d = emq_call(c,
+                                 "{\"op\":\"complete\",\"queue\":\"nl\",\"job\":\"%s\","
+                                 "\"lease\":\"%s\"}",
+                                 jstr(j, "job"), jstr(j, "lease"));
+            assert_ok(d);
+            json_decref(d);
+        }
+        json_decref(r);
+    }
+    cr_assert_eq(delivered, N, "%d of %d jobs delivered", delivered, N);
+    json_t *r = emq_call(c, "{\"op\":\"check\",\"queue\":\"nl\"}");
+    assert_ok(r);
+    cr_assert_eq(json_array_size(json_object_get(r, "violations")), 0);
+    json_decref(r);
+    emq_close(c);
+}
+
+/* A daemon killed while its workers held leases: a fresh daemon that no
+ * client has named the queue to still reaps them (emq:queues). */
+Test(faults, a_fresh_daemon_reaps_leases_of_a_killed_one)
+{
+    struct emq_conn *c = fx_conn();
+    json_t *r =
+        emq_call(c, "{\"op\":\"enqueue\",\"queue\":\"kd\",\"group\":\"TENa\",\"payload\":1}");
+    assert_ok(r);
+    json_decref(r);
+    r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"kd\",\"lease_ms\":200}");
+    cr_assert_eq(json_array_size(claim_jobs(r)), 1);
+    json_decref(r);
+    emqd_kill(&fx_emqd); /* no release: the lease must run out */
+    emq_close(c);
+
+    cr_assert_eq(emqd_start(&fx_second, fx_redis.port, NULL), 0);
+    redisContext *rc = redis_server_connect(&fx_redis);
+    cr_assert_not_null(rc);
+    long long active = -1;
+    for (int i = 0; i < 40 && active != 0; i++) {
+        emq_sleep_ms(100);
+        redisReply *z = redisCommand(rc, "ZCARD emq:{kd}:active");
+        active = z->integer;
+        freeReplyObject(z);
+    }
+    redisFree(rc);
+    cr_assert_eq(active, 0, "the expired lease was never reaped");
+}

@@ -1,0 +1,321 @@
+/* Integration: every per-tenant lever and read op over TCP, settling ops,
+ * authentication, and the protocol's edges (quit, hostile JSON, push
+ * order). The real emqd against a real redis-server. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+
+#include "fixture.h"
+
+TestSuite(ops, .init = fx_setup, .fini = fx_teardown, .timeout = 60);
+
+/* Call, assert ok, return the reply (caller frees). */
+#define OK(c, ...)                                                                                 \
+    ({                                                                                             \
+        json_t *ok_ = emq_call((c), __VA_ARGS__);                                                  \
+        assert_ok(ok_);                                                                            \
+        ok_;                                                                                       \
+    })
+
+static void enqueue(struct emq_conn *c, const char *queue, const char *job, const char *group)
+{
+    json_t *r = OK(c,
+                   "{\"op\":\"enqueue\",\"queue\":\"%s\",\"job\":\"%s\",\"group\":\"%s\","
+                   "\"payload\":{\"j\":\"%s\"}}",
+                   queue, job, group, job);
+    cr_assert_str_eq(jstr(r, "verdict"), "enqueued");
+    json_decref(r);
+}
+
+static long long depth(struct emq_conn *c, const char *group)
+{
+    json_t *r = OK(c, "{\"op\":\"depth\",\"queue\":\"o\",\"group\":\"%s\"}", group);
+    long long d = jint(r, "depth");
+    json_decref(r);
+    return d;
+}
+
+static void assert_check_clean(struct emq_conn *c, const char *queue)
+{
+    json_t *r = OK(c, "{\"op\":\"check\",\"queue\":\"%s\"}", queue);
+    json_t *v = json_object_get(r, "violations");
+    char *d = json_dumps(v, JSON_COMPACT);
+    cr_assert_eq(json_array_size(v), 0, "invariants violated: %s", d);
+    free(d);
+    json_decref(r);
+}
+
+Test(ops, limit_pause_resume_steer_the_rotation)
+{
+    struct emq_conn *c = fx_conn();
+    for (int i = 0; i < 4; i++) {
+        char a[16], b[16];
+        snprintf(a, sizeof(a), "JOBa%d", i);
+        snprintf(b, sizeof(b), "JOBb%d", i);
+        enqueue(c, "o", a, "TENa");
+        enqueue(c, "o", b, "TENb");
+    }
+    json_decref(OK(c, "{\"op\":\"limit\",\"queue\":\"o\",\"group\":\"TENa\",\"max\":1}"));
+    json_t *r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"count\":10}");
+    json_t *jobs = claim_jobs(r);
+    size_t na = 0;
+    for (size_t i = 0; i < json_array_size(jobs); i++)
+        na += strcmp(jstr(json_array_get(jobs, i), "group"), "TENa") == 0;
+    cr_assert_eq(na, 1, "a ceiling of 1 lets one of A's jobs out, got %zu", na);
+    cr_assert_eq(json_array_size(jobs), 5);
+    json_decref(r);
+
+    json_t *p = OK(c, "{\"op\":\"pause\",\"queue\":\"o\",\"group\":\"TENa\"}");
+    cr_assert(json_is_true(json_object_get(p, "changed")));
+    json_decref(p);
+    json_decref(OK(c, "{\"op\":\"limit\",\"queue\":\"o\",\"group\":\"TENa\",\"max\":null}"));
+    r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"count\":10}");
+    cr_assert_eq(json_array_size(claim_jobs(r)), 0, "A is paused, B is empty");
+    json_decref(r);
+    p = OK(c, "{\"op\":\"resume\",\"queue\":\"o\",\"group\":\"TENa\"}");
+    cr_assert(json_is_true(json_object_get(p, "changed")));
+    json_decref(p);
+    r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"count\":10}");
+    cr_assert_eq(json_array_size(claim_jobs(r)), 3, "resumed, no ceiling: A's other three");
+    json_decref(r);
+
+    json_t *g = OK(c, "{\"op\":\"groups\",\"queue\":\"o\",\"count\":10}");
+    json_t *list = json_object_get(g, "groups");
+    cr_assert_eq(json_array_size(list), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *e = json_array_get(list, i);
+        cr_assert_eq(jint(e, "depth"), 0);
+        cr_assert_eq(jint(e, "active"), 4);
+        cr_assert(json_is_null(json_object_get(e, "limit")));
+        cr_assert(json_is_false(json_object_get(e, "paused")));
+    }
+    cr_assert_str_eq(jstr(g, "cursor"), "0");
+    json_decref(g);
+    assert_err_free(emq_call(c, "{\"op\":\"groups\",\"queue\":\"o\",\"cursor\":\"x\"}"), "EARG");
+    json_t *st = OK(c, "{\"op\":\"stats\",\"queue\":\"o\"}");
+    cr_assert_eq(jint(st, "active"), 8);
+    cr_assert_eq(jint(st, "pending"), 0);
+    cr_assert_eq(jint(st, "groups"), 2);
+    json_decref(st);
+    assert_check_clean(c, "o");
+    emq_close(c);
+}
+
+Test(ops, reassign_drain_and_depth)
+{
+    struct emq_conn *c = fx_conn();
+    enqueue(c, "o", "JOB1", "TENa");
+    enqueue(c, "o", "JOB2", "TENa");
+    enqueue(c, "o", "JOB3", "TENb");
+    json_t *r = OK(c, "{\"op\":\"reassign\",\"queue\":\"o\",\"job\":\"JOB2\",\"group\":\"TENb\"}");
+    cr_assert_str_eq(jstr(r, "from"), "TENa");
+    json_decref(r);
+    cr_assert_eq(depth(c, "TENa"), 1);
+    cr_assert_eq(depth(c, "TENb"), 2);
+    assert_err_free(
+        emq_call(c, "{\"op\":\"reassign\",\"queue\":\"o\",\"job\":\"JOB9\",\"group\":\"TENb\"}"),
+        "ENOJOB");
+    r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"count\":1}");
+    const char *held = jstr(json_array_get(claim_jobs(r), 0), "job");
+    json_t *again = emq_call(
+        c, "{\"op\":\"reassign\",\"queue\":\"o\",\"job\":\"%s\",\"group\":\"TENc\"}", held);
+    assert_err(again, "ESTATE");
+    json_decref(again);
+    json_decref(r);
+
+    r = OK(c, "{\"op\":\"drain\",\"queue\":\"o\",\"group\":\"TENb\"}");
+    cr_assert_eq(jint(r, "drained"), 2);
+    json_decref(r);
+    cr_assert_eq(depth(c, "TENb"), 0);
+    r = OK(c, "{\"op\":\"depth\",\"queue\":\"o\"}");
+    cr_assert_eq(jint(r, "depth"), 0, "no group: the flat set");
+    json_decref(r);
+    assert_check_clean(c, "o");
+    emq_close(c);
+}
+
+Test(ops, fail_extend_job_and_dead_letters)
+{
+    struct emq_conn *c = fx_conn();
+    json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"o\",\"job\":\"JOBx\",\"group\":\"TENa\","
+                      "\"payload\":7,\"max_attempts\":2}"));
+    json_t *r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"lease_ms\":1000}");
+    json_t *j = json_array_get(claim_jobs(r), 0);
+    char lease[32];
+    snprintf(lease, sizeof(lease), "%s", jstr(j, "lease"));
+    long long until = jint(j, "lease_until");
+    json_decref(r);
+
+    r = OK(c,
+           "{\"op\":\"extend\",\"queue\":\"o\",\"job\":\"JOBx\",\"lease\":\"%s\","
+           "\"lease_ms\":60000}",
+           lease);
+    cr_assert_gt(jint(r, "lease_until"), until + 50000);
+    json_decref(r);
+    r = OK(c, "{\"op\":\"job\",\"queue\":\"o\",\"job\":\"JOBx\"}");
+    json_t *row = json_object_get(r, "job");
+    cr_assert_str_eq(jstr(row, "state"), "active");
+    cr_assert_str_eq(jstr(row, "group"), "TENa");
+    cr_assert_eq(jint(row, "payload"), 7);
+    cr_assert_null(json_object_get(row, "lease"), "the fencing token is not shown");
+    json_decref(r);
+
+    r = OK(c,
+           "{\"op\":\"fail\",\"queue\":\"o\",\"job\":\"JOBx\",\"lease\":\"%s\","
+           "\"error\":\"boom\",\"retry_ms\":0}",
+           lease);
+    cr_assert_str_eq(jstr(r, "state"), "pending");
+    json_decref(r);
+    r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"o\"}");
+    j = json_array_get(claim_jobs(r), 0);
+    cr_assert_eq(jint(j, "attempt"), 2);
+    snprintf(lease, sizeof(lease), "%s", jstr(j, "lease"));
+    json_decref(r);
+    r = OK(c, "{\"op\":\"fail\",\"queue\":\"o\",\"job\":\"JOBx\",\"lease\":\"%s\",\"error\":\"x\"}",
+           lease);
+    cr_assert_str_eq(jstr(r, "state"), "dead", "max_attempts 2 spent");
+    json_decref(r);
+
+    r = OK(c, "{\"op\":\"dead\",\"queue\":\"o\",\"action\":\"list\"}");
+    json_t *dead = json_object_get(r, "jobs");
+    cr_assert_eq(json_array_size(dead), 1);
+    cr_assert_str_eq(jstr(json_array_get(dead, 0), "job"), "JOBx");
+    cr_assert_str_eq(jstr(json_array_get(dead, 0), "error"), "x");
+    json_decref(r);
+    r = OK(c, "{\"op\":\"dead\",\"queue\":\"o\",\"action\":\"retry\",\"job\":\"JOBx\"}");
+    cr_assert_eq(jint(r, "count"), 1);
+    json_decref(r);
+    cr_assert_eq(depth(c, "TENa"), 1, "a retried dead job is back in its lane");
+    assert_err_free(emq_call(c, "{\"op\":\"dead\",\"queue\":\"o\",\"action\":\"nuke\"}"), "EARG");
+    assert_check_clean(c, "o");
+    emq_close(c);
+}
+
+Test(ops, complete_resent_after_success_is_answered_the_same)
+{
+    struct emq_conn *c = fx_conn();
+    enqueue(c, "o", "JOB1", "TENa");
+    json_t *r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"o\"}");
+    json_t *j = json_array_get(claim_jobs(r), 0);
+    for (int i = 0; i < 2; i++) {
+        json_t *d = OK(c, "{\"op\":\"complete\",\"queue\":\"o\",\"job\":\"JOB1\",\"lease\":\"%s\"}",
+                       jstr(j, "lease"));
+        cr_assert_str_eq(jstr(d, "state"), "completed");
+        json_decref(d);
+    }
+    json_decref(r);
+    emq_close(c);
+}
+
+Test(ops, a_push_never_precedes_the_stream_reply)
+{
+    struct emq_conn *c = fx_conn();
+    enqueue(c, "o", "JOB1", "TENa");
+    /* A parked claim on an empty queue holds the line for 300 ms; the
+     * stream behind it must not push before its own reply is out. */
+    const char *two = "{\"op\":\"claim\",\"ref\":1,\"queue\":\"empty\",\"wait_ms\":300}\n"
+                      "{\"op\":\"stream\",\"ref\":2,\"queue\":\"o\",\"credit\":1}\n";
+    cr_assert_eq(emq_send(c, two, strlen(two)), 0);
+    json_t *first = emq_read(c, 3000), *second = emq_read(c, 3000), *third = emq_read(c, 3000);
+    cr_assert(first && second && third, "three frames expected");
+    cr_assert_eq(jint(first, "ref"), 1);
+    cr_assert_eq(jint(second, "ref"), 2);
+    cr_assert_str_eq(jstr(third, "push"), "job");
+    cr_assert_str_eq(jstr(third, "job"), "JOB1");
+    json_decref(first);
+    json_decref(second);
+    json_decref(third);
+    emq_close(c);
+}
+
+Test(ops, a_stream_gets_its_credit_back_when_a_lease_runs_out)
+{
+    struct emq_conn *c = fx_conn();
+    enqueue(c, "o", "JOB1", "TENa");
+    json_decref(OK(c, "{\"op\":\"stream\",\"queue\":\"o\",\"credit\":1,\"lease_ms\":300}"));
+    json_t *p = emq_read(c, 3000);
+    cr_assert_not_null(p);
+    cr_assert_eq(jint(p, "attempt"), 1);
+    json_decref(p);
+    /* The worker sits on it; the lease runs out, the reaper re-queues the
+     * job, and the stream, its credit returned, is pushed it again. */
+    p = emq_read(c, 5000);
+    cr_assert_not_null(p, "the stream stalled on a lease that ran out");
+    cr_assert_str_eq(jstr(p, "job"), "JOB1");
+    cr_assert_eq(jint(p, "attempt"), 2);
+    json_decref(p);
+    emq_close(c);
+}
+
+Test(ops, quit_runs_nothing_after_it)
+{
+    struct emq_conn *c = fx_conn();
+    const char *lines = "{\"op\":\"quit\"}\n"
+                        "{\"op\":\"enqueue\",\"queue\":\"o\",\"job\":\"JOBlate\",\"payload\":1}\n";
+    cr_assert_eq(emq_send(c, lines, strlen(lines)), 0);
+    json_t *r = emq_read(c, 3000);
+    assert_ok(r);
+    json_decref(r);
+    cr_assert(emq_read_eof(c, 3000), "the connection closes after quit");
+    emq_close(c);
+    c = fx_conn();
+    assert_err_free(emq_call(c, "{\"op\":\"job\",\"queue\":\"o\",\"job\":\"JOBlate\"}"), "ENOJOB");
+    emq_close(c);
+}
+
+Test(ops, hostile_json_is_refused_and_writes_nothing)
+{
+    struct emq_conn *c = fx_conn();
+    char deep[400];
+    size_t n = 0;
+    n += (size_t)snprintf(deep, sizeof(deep), "{\"op\":\"enqueue\",\"queue\":\"o\",\"payload\":");
+    for (int i = 0; i < 100; i++)
+        deep[n++] = '[';
+    for (int i = 0; i < 100; i++)
+        deep[n++] = ']';
+    deep[n++] = '}';
+    deep[n] = '\0';
+    assert_err_free(emq_call(c, "%s", deep), "EPROTO");
+    assert_err_free(
+        emq_call(c, "{\"op\":\"enqueue\",\"queue\":\"o\",\"queue\":\"p\",\"payload\":1}"),
+        "EPROTO");
+    assert_err_free(emq_call(c, "{\"op\":\"enqueue\",\"queue\":\"o\",\"payload\":\"\xc3\x28\"}"),
+                    "EPROTO");
+    assert_err_free(emq_call(c, "{\"op\":\"enqueue\",\"queue\":\"o}x\",\"payload\":1}"), "EQUEUE");
+    assert_err_free(emq_call(c, "{\"op\":\"enqueue\",\"queue\":\"o\",\"group\":\"TEN a:b\","
+                                "\"payload\":1}"),
+                    "EBRAND");
+    json_t *st = OK(c, "{\"op\":\"stats\",\"queue\":\"o\"}");
+    cr_assert_eq(jint(st, "pending"), 0);
+    cr_assert_eq(jint(st, "delayed"), 0);
+    json_decref(st);
+    json_decref(OK(c, "{\"op\":\"ping\"}"));
+    emq_close(c);
+}
+
+Test(ops, token_gates_every_op_and_repeated_failures_disconnect)
+{
+    fx_teardown();
+    const char *const extra[] = {"--token", "s3cret", NULL};
+    cr_assert_eq(redis_server_start(&fx_redis, NULL), 0);
+    cr_assert_eq(emqd_start(&fx_emqd, fx_redis.port, extra), 0);
+    struct emq_conn *c = fx_conn();
+    json_decref(OK(c, "{\"op\":\"ping\"}"));
+    assert_err_free(emq_call(c, "{\"op\":\"depth\",\"queue\":\"o\"}"), "EAUTH");
+    assert_err_free(emq_call(c, "{\"op\":\"nosuchop\"}"), "EAUTH");
+    assert_err_free(emq_call(c, "{\"op\":\"hello\",\"protocol\":1,\"token\":\"wrong\"}"), "EAUTH");
+    json_decref(OK(c, "{\"op\":\"hello\",\"protocol\":1,\"token\":\"s3cret\"}"));
+    json_decref(OK(c, "{\"op\":\"depth\",\"queue\":\"o\"}"));
+    assert_err_free(emq_call(c, "{\"op\":\"nosuchop\"}"), "EUNKNOWN");
+    emq_close(c);
+
+    c = fx_conn();
+    for (int i = 0; i < 3; i++)
+        assert_err_free(emq_call(c, "{\"op\":\"hello\",\"protocol\":1,\"token\":\"x%d\"}", i),
+                        "EAUTH");
+    cr_assert(emq_read_eof(c, 3000), "three failed hellos close the connection");
+    emq_close(c);
+}
