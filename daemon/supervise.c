@@ -2,12 +2,14 @@
 #include "supervise.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -51,6 +53,8 @@ struct supervise {
     char dir[PATH_MAX];
     char log[PATH_MAX + sizeof("/redis.log")];
     char sock[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    char pidfile[PATH_MAX + sizeof("/redis.pid")];
+    int lock_fd; /* flock on data_dir/emqd.lock: one emqd per data dir */
 };
 
 static uint64_t now_ms(void)
@@ -121,6 +125,7 @@ static int spawn(struct supervise *s)
         "--save", "",
         "--daemonize", "no",
         "--logfile", s->log,
+        "--pidfile", s->pidfile, /* so an orphan can be found (stop_orphan) */
         NULL,
     };
     /* clang-format on */
@@ -157,6 +162,8 @@ static int spawn(struct supervise *s)
 
 static void release(struct supervise *s)
 {
+    if (s->lock_fd >= 0)
+        close(s->lock_fd);
     free(s->bin);
     free(s);
 }
@@ -279,6 +286,7 @@ static int supervise_alloc(const struct supervise_config *cfg, struct supervise 
     s = calloc(1, sizeof(*s));
     if (s == NULL)
         return -ENOMEM;
+    s->lock_fd = -1;
     if (realpath(cfg->data_dir, s->dir) == NULL) {
         err = -errno;
         goto err_free;
@@ -297,6 +305,7 @@ static int supervise_alloc(const struct supervise_config *cfg, struct supervise 
     if (n < 0 || (size_t)n >= sizeof(s->sock))
         goto err_free;
     snprintf(s->log, sizeof(s->log), "%s/redis.log", s->dir);
+    snprintf(s->pidfile, sizeof(s->pidfile), "%s/redis.pid", s->dir);
     err = -ENOMEM;
     s->bin = strdup(cfg->redis_bin != NULL ? cfg->redis_bin : SUPERVISE_BIN_DEFAULT);
     if (s->bin == NULL)
@@ -309,6 +318,92 @@ err_free:
     return err;
 }
 
+/* Hold data_dir/emqd.lock for as long as this supervisor lives. The lock
+ * goes with the process (and is not inherited by the child: O_CLOEXEC), so
+ * a server answering on the socket while nobody holds the lock was left by
+ * an emqd that died without stopping it. */
+static int lock_dir(struct supervise *s)
+{
+    char path[PATH_MAX + sizeof("/emqd.lock")];
+    snprintf(path, sizeof(path), "%s/emqd.lock", s->dir);
+    s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (s->lock_fd < 0)
+        return -errno;
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0)
+        return errno == EWOULDBLOCK ? -EBUSY : -errno;
+    return 0;
+}
+
+/* The pid of the redis-server named by our pidfile, or 0 when there is
+ * none or that process is not a redis-server (never signal a stranger). */
+static pid_t orphan_pid(const struct supervise *s)
+{
+    char comm[64] = "", path[64];
+    long pid = 0;
+    FILE *f = fopen(s->pidfile, "r");
+    if (f == NULL)
+        return 0;
+    if (fscanf(f, "%ld", &pid) != 1 || pid <= 1)
+        pid = 0;
+    fclose(f);
+    if (pid == 0)
+        return 0;
+    snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    if (fgets(comm, sizeof(comm), f) == NULL)
+        comm[0] = '\0';
+    fclose(f);
+    return strncmp(comm, "redis-server", 12) == 0 ? (pid_t)pid : 0;
+}
+
+/* Whether pid still runs (a zombie nobody reaps, as under a container's
+ * PID 1, counts as gone). */
+static bool alive(pid_t pid)
+{
+    char path[64], state = 0;
+    if (kill(pid, 0) != 0)
+        return errno != ESRCH;
+    snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return false;
+    /* pid (comm) state ...: comm may hold spaces, so look after the ')'. */
+    char buf[512];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    if (rp != NULL && rp[1] == ' ')
+        state = rp[2];
+    return state != 'Z';
+}
+
+/* An emqd that was SIGKILLed leaves its redis-server running (the child is
+ * detached). Stop it in order (SIGTERM flushes the AOF; SIGKILL after the
+ * grace period) so this supervisor can start its own on the same data. */
+static int stop_orphan(struct supervise *s)
+{
+    pid_t pid = orphan_pid(s);
+    if (pid == 0)
+        return -EADDRINUSE;
+    fprintf(stderr, "emqd: stopping redis-server pid %ld left running by an emqd that died\n",
+            (long)pid);
+    kill(pid, SIGTERM);
+    bool killed = false;
+    for (uint64_t waited = 0; alive(pid); waited += 10) {
+        if (!killed && waited >= s->grace_ms) {
+            kill(pid, SIGKILL);
+            killed = true;
+        }
+        if (waited >= s->grace_ms + 5000)
+            return -EADDRINUSE;
+        usleep(10000);
+    }
+    return 0;
+}
+
 int supervise_start(uv_loop_t *loop, const struct supervise_config *cfg, struct supervise **out)
 {
     struct supervise *s = NULL;
@@ -318,10 +413,13 @@ int supervise_start(uv_loop_t *loop, const struct supervise_config *cfg, struct 
     err = supervise_alloc(cfg, &s);
     if (err != 0)
         return err;
-    if (socket_live(s->sock)) {
-        fprintf(stderr, "emqd: a server already listens on %s (another emqd on this data dir?)\n",
-                s->sock);
-        err = -EADDRINUSE;
+    err = lock_dir(s);
+    if (err != 0) {
+        fprintf(stderr, "emqd: %s is in use by another emqd (%s)\n", s->dir, strerror(-err));
+        goto err_free;
+    }
+    if (socket_live(s->sock) && (err = stop_orphan(s)) != 0) {
+        fprintf(stderr, "emqd: a server that is not ours listens on %s\n", s->sock);
         goto err_free;
     }
     s->loop = loop;
@@ -339,7 +437,10 @@ int supervise_start(uv_loop_t *loop, const struct supervise_config *cfg, struct 
     return 0;
 
 err_close:
-    /* The handles are in the loop now: s goes in their close callbacks. */
+    /* The handles are in the loop now: s goes in their close callbacks;
+     * the data dir is free at once. */
+    close(s->lock_fd);
+    s->lock_fd = -1;
     s->closing = 3;
     uv_close((uv_handle_t *)&s->proc, handle_close_cb);
     uv_close((uv_handle_t *)&s->restart_timer, handle_close_cb);

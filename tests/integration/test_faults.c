@@ -200,3 +200,37 @@ Test(faults, a_fresh_daemon_reaps_leases_of_a_killed_one)
     redisFree(rc);
     cr_assert_eq(active, 0, "the expired lease was never reaped");
 }
+
+/* The embedded backend: emqd SIGKILLed leaves its redis-server running;
+ * the next emqd on the same data dir stops that orphan, starts its own on
+ * the same AOF, and the job enqueued before is still there. */
+Test(faults, embedded_backend_survives_a_killed_emqd)
+{
+    char dir[] = "/tmp/emq-embedded-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    const char *const extra[] = {"--data-dir", dir, NULL};
+    emqd_kill(&fx_emqd);
+    cr_assert_eq(emqd_start(&fx_second, 0, extra), 0, "emqd on its embedded Redis");
+    struct emq_conn *c = emq_connect(fx_second.port);
+    cr_assert_not_null(c);
+    json_t *r =
+        emq_call(c, "{\"op\":\"enqueue\",\"queue\":\"eb\",\"job\":\"JOBkept\",\"payload\":1}");
+    assert_ok(r);
+    json_decref(r);
+    emq_close(c);
+    emq_sleep_ms(1100); /* appendfsync everysec */
+    emqd_kill(&fx_second);
+
+    cr_assert_eq(emqd_start(&fx_second, 0, extra), 0, "a second start on the same data dir");
+    c = emq_connect(fx_second.port);
+    cr_assert_not_null(c);
+    r = emq_call(c, "{\"op\":\"job\",\"queue\":\"eb\",\"job\":\"JOBkept\"}");
+    assert_ok(r);
+    cr_assert_str_eq(jstr(json_object_get(r, "job"), "state"), "pending");
+    json_decref(r);
+    emq_close(c);
+    cr_assert_eq(emqd_stop(&fx_second), 0, "a clean stop");
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+}

@@ -342,7 +342,7 @@ Test(supervise, stale_socket_does_not_break_start)
     stop_and_close();
 }
 
-Test(supervise, live_socket_is_refused)
+Test(supervise, a_second_supervisor_on_the_data_dir_is_refused)
 {
     struct supervise_config cfg = config();
     struct supervise *second = (struct supervise *)&second;
@@ -351,7 +351,7 @@ Test(supervise, live_socket_is_refused)
     redisContext *c = await_ping(supervise_socket(sup), 10000);
     cr_assert_not_null(c);
     redisFree(c);
-    cr_assert_eq(supervise_start(&loop, &cfg, &second), -EADDRINUSE,
+    cr_assert_eq(supervise_start(&loop, &cfg, &second), -EBUSY,
                  "a second supervisor must not share the data dir");
     cr_assert_null(second);
     c = try_ping(supervise_socket(sup));
@@ -402,4 +402,61 @@ Test(supervise, rejects_bad_config)
     cfg.data_dir = longdir;
     cr_assert_eq(supervise_start(&loop, &cfg, &s), -ENAMETOOLONG);
     cr_assert_eq(uv_loop_close(&loop), 0, "no handle was left behind");
+}
+
+/* The process has exited (a zombie that this container's PID 1 does not
+ * reap counts as exited). */
+static bool gone(int pid)
+{
+    char path[64], buf[512];
+    if (kill(pid, 0) != 0)
+        return true;
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return true;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    return rp != NULL && rp[1] == ' ' && rp[2] == 'Z';
+}
+
+/* emqd SIGKILLed: its detached redis-server lives on with the socket. The
+ * next start stops that orphan (found by its pidfile) and starts its own,
+ * on the same data. */
+Test(supervise, an_orphan_left_by_a_killed_emqd_is_stopped_and_replaced)
+{
+    struct supervise_config cfg = config();
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd),
+             "mkdir -p %s && %s --port 0 --unixsocket %s/redis.sock --dir %s --pidfile %s/redis.pid"
+             " --appendonly yes --save '' --daemonize yes --logfile %s/orphan.log",
+             data, getenv("REDIS_SERVER") ? getenv("REDIS_SERVER") : "redis-server", data, data,
+             data, data);
+    cr_assert_eq(system(cmd), 0);
+    char sock[128];
+    snprintf(sock, sizeof(sock), "%s/redis.sock", data);
+    redisContext *c = await_ping(sock, 10000);
+    cr_assert_not_null(c, "the orphan did not start");
+    redisReply *r = redisCommand(c, "SET survived yes");
+    freeReplyObject(r);
+    r = redisCommand(c, "INFO server");
+    char *p = strstr(r->str, "process_id:");
+    cr_assert_not_null(p);
+    int orphan = atoi(p + strlen("process_id:"));
+    freeReplyObject(r);
+    redisFree(c);
+
+    cr_assert_eq(supervise_start(&loop, &cfg, &sup), 0);
+    cr_assert(gone(orphan), "the orphan is gone");
+    c = await_ping(supervise_socket(sup), 10000);
+    cr_assert_not_null(c);
+    r = redisCommand(c, "GET survived");
+    cr_assert_eq(r->type, REDIS_REPLY_STRING, "the orphan's data was kept (AOF)");
+    cr_assert_str_eq(r->str, "yes");
+    freeReplyObject(r);
+    redisFree(c);
+    cr_assert_neq(supervise_pid(sup), orphan);
+    stop_and_close();
 }

@@ -66,8 +66,10 @@ int emqd_start(struct emqd_proc *p, int redis_port, const char *const *extra)
     snprintf(redis, sizeof(redis), "redis://127.0.0.1:%d", redis_port);
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", p->port);
     argv[n++] = bin;
-    argv[n++] = "--redis";
-    argv[n++] = redis;
+    if (redis_port > 0) { /* else emqd's embedded backend (pass --data-dir) */
+        argv[n++] = "--redis";
+        argv[n++] = redis;
+    }
     argv[n++] = "--listen";
     argv[n++] = listen;
     for (; extra != NULL && *extra != NULL && n < 62; extra++)

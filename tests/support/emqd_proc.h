@@ -14,7 +14,8 @@ struct emqd_proc {
     int port;
 };
 
-/* Start $EMQD against redis on 127.0.0.1:redis_port, listening on a free
+/* Start $EMQD against redis on 127.0.0.1:redis_port (0: its embedded
+ * default backend; pass --data-dir in extra), listening on a free
  * port; extra is a NULL-terminated list of further arguments or NULL. Waits
  * until it accepts a TCP connection. Returns 0 or -errno. */
 int emqd_start(struct emqd_proc *p, int redis_port, const char *const *extra);
