@@ -319,3 +319,94 @@ Test(ops, token_gates_every_op_and_repeated_failures_disconnect)
     cr_assert(emq_read_eof(c, 3000), "three failed hellos close the connection");
     emq_close(c);
 }
+
+Test(ops, enqueue_many_answers_each_item_in_input_order)
+{
+    struct emq_conn *c = fx_conn();
+    json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"o\",\"job\":\"JOBdup\",\"payload\":0}"));
+    json_t *r = OK(c, "{\"op\":\"enqueue_many\",\"queue\":\"o\",\"group\":\"TENa\",\"jobs\":["
+                      "{\"payload\":1},"
+                      "{\"payload\":2,\"job\":\"JOBdup\"},"
+                      "{\"payload\":3,\"job\":\"bad\"},"
+                      "{\"payload\":4,\"group\":\"TENb\",\"job\":\"JOBb\"},"
+                      "{\"job\":\"JOBnopayload\"},"
+                      "{\"payload\":6,\"extra\":1}]}");
+    json_t *res = json_object_get(r, "results");
+    cr_assert_eq(json_array_size(res), 6);
+    cr_assert_str_eq(jstr(json_array_get(res, 0), "verdict"), "enqueued");
+    cr_assert(strncmp(jstr(json_array_get(res, 0), "job"), "JOB", 3) == 0, "a minted id");
+    cr_assert_str_eq(jstr(json_array_get(res, 1), "verdict"), "duplicate");
+    cr_assert_str_eq(jstr(json_array_get(res, 2), "error"), "EKIND");
+    cr_assert_str_eq(jstr(json_array_get(res, 3), "verdict"), "enqueued");
+    cr_assert_str_eq(jstr(json_array_get(res, 4), "error"), "EARG");
+    cr_assert_str_eq(jstr(json_array_get(res, 5), "error"), "EARG");
+    json_decref(r);
+    cr_assert_eq(depth(c, "TENa"), 1, "the batch default group");
+    cr_assert_eq(depth(c, "TENb"), 1, "an item's own group wins");
+    assert_check_clean(c, "o");
+    emq_close(c);
+}
+
+Test(ops, enqueue_many_over_the_batch_limit_is_refused_whole)
+{
+    fx_teardown();
+    const char *const extra[] = {"--max-batch", "2", NULL};
+    fx_start(extra);
+    struct emq_conn *c = fx_conn();
+    assert_err_free(emq_call(c, "{\"op\":\"enqueue_many\",\"queue\":\"o\",\"jobs\":"
+                                "[{\"payload\":1},{\"payload\":2},{\"payload\":3}]}"),
+                    "ELIMIT");
+    json_t *st = OK(c, "{\"op\":\"stats\",\"queue\":\"o\"}");
+    cr_assert_eq(jint(st, "pending"), 0, "nothing of a refused batch lands");
+    json_decref(st);
+    emq_close(c);
+}
+
+Test(ops, release_and_reap_give_jobs_back)
+{
+    struct emq_conn *c = fx_conn();
+    enqueue(c, "o", "JOB1", "TENa");
+    enqueue(c, "o", "JOB2", "TENb");
+    json_t *r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"count\":2,\"lease_ms\":100}");
+    json_t *jobs = claim_jobs(r);
+    cr_assert_eq(json_array_size(jobs), 2);
+    json_t *a = json_array_get(jobs, 0);
+    json_t *rel = OK(c,
+                     "{\"op\":\"release\",\"queue\":\"o\",\"job\":\"%s\",\"lease\":\"%s\","
+                     "\"error\":\"shutting down\"}",
+                     jstr(a, "job"), jstr(a, "lease"));
+    cr_assert_str_eq(jstr(rel, "state"), "pending");
+    json_decref(rel);
+    json_t *row = OK(c, "{\"op\":\"job\",\"queue\":\"o\",\"job\":\"%s\"}", jstr(a, "job"));
+    cr_assert_str_eq(jstr(json_object_get(row, "job"), "error"), "shutting down");
+    json_decref(row);
+    json_decref(r);
+
+    emq_sleep_ms(150);
+    json_t *rp = OK(c, "{\"op\":\"reap\",\"queue\":\"o\",\"group\":\"TENb\"}");
+    /* The daemon's own reaper may have been first: 0 or 1, never more. */
+    cr_assert_leq(jint(rp, "reaped"), 1);
+    json_decref(rp);
+    cr_assert_eq(depth(c, "TENa") + depth(c, "TENb"), 2, "both jobs are pending again");
+    assert_check_clean(c, "o");
+    emq_close(c);
+}
+
+Test(ops, a_delayed_job_is_promoted_by_the_daemon)
+{
+    struct emq_conn *c = fx_conn();
+    json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"o\",\"job\":\"JOBlater\",\"group\":\"TENa\","
+                      "\"payload\":1,\"delay_ms\":300}"));
+    json_t *r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"o\"}");
+    cr_assert_eq(json_array_size(claim_jobs(r)), 0, "not before it is due");
+    json_decref(r);
+    long long t0 = emq_now_ms();
+    r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"wait_ms\":3000}");
+    long long dt = emq_now_ms() - t0;
+    json_t *jobs = claim_jobs(r);
+    cr_assert_eq(json_array_size(jobs), 1, "promoted and handed to the parked claim");
+    cr_assert_str_eq(jstr(json_array_get(jobs, 0), "job"), "JOBlater");
+    cr_expect_lt(dt, 1500, "promotion took %lld ms", dt);
+    json_decref(r);
+    emq_close(c);
+}
