@@ -174,8 +174,12 @@ static void enqueue_cb(void *priv, int status, redisReply *reply)
     struct req *r = priv;
     if (failed(r, status, reply))
         return;
-    if (reply->integer == 1)
+    if (reply->integer == 1) {
         req_server(r)->count.enqueued++;
+        json_int_t delay = request_int(r->root, "delay_ms", 0);
+        if (delay > 0)
+            queue_due_in(r->q, (uint64_t)delay);
+    }
     req_ok(r, verdict(reply, str(r, "job")));
 }
 
@@ -228,8 +232,12 @@ static void many_cb(void *priv, int status, redisReply *reply)
         item_error(r->acc, it->index, wire_error_lookup(reply->str, w),
                    reply->str[w] ? reply->str + w + 1 : reply->str);
     } else {
-        if (reply->integer == 1)
+        if (reply->integer == 1) {
             req_server(r)->count.enqueued++;
+            json_int_t delay = request_int(item, "delay_ms", 0);
+            if (delay > 0)
+                queue_due_in(r->q, (uint64_t)delay);
+        }
         json_array_set_new(r->acc, it->index, verdict(reply, request_string(item, "job", NULL)));
     }
     free(it);
@@ -338,6 +346,9 @@ static void claim_cb(void *priv, int status, redisReply *reply)
     reply_end_array(&line);
     reply_end(&line);
     c->srv->count.claimed += got;
+    if (got > 0) /* reap on time if the worker lets these run out */
+        queue_due_in(r->q,
+                     (uint64_t)request_int(r->root, "lease_ms", (json_int_t)c->srv->cfg->lease_ms));
     req_ok_line(r, &line);
 }
 
@@ -442,8 +453,15 @@ static void state_cb(void *priv, int status, redisReply *reply)
         req_error(r, WIRE_ELEASE, "the lease is not current (expired and re-leased?)");
     else if (strcmp(word, "ENOJOB") == 0)
         req_error(r, WIRE_ENOJOB, "no such job");
-    else
+    else {
+        if (strcmp(word, "delayed") == 0) {
+            json_int_t retry = request_int(r->root, "retry_ms", -1);
+            /* The default backoff is at least 1 s: the regular pass. */
+            if (retry > 0)
+                queue_due_in(r->q, (uint64_t)retry);
+        }
         req_ok(r, json_pack("{s:s}", "state", word));
+    }
 }
 
 static const struct arg_spec fail_spec[] = {

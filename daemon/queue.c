@@ -244,6 +244,8 @@ static void pump_cb(void *priv, int status, redisReply *reply)
     }
     if (orphans != NULL)
         queue_release(q, orphans, "consumer gone");
+    if (got > 0) /* reap on time if the workers let these run out */
+        queue_due_in(q, lease_ms);
 
     /* Parked claims that got anything are answered now. */
     for (struct waiter *w = q->wait_head, *next; w != NULL; w = next) {
@@ -360,6 +362,16 @@ static void reap_cb(void *priv, int status, redisReply *reply)
         if (!q->srv->stopping)
             upkeep_schedule(q);
     }
+}
+
+void queue_due_in(struct queue *q, uint64_t ms)
+{
+    /* While a pass runs, it reschedules itself from the scripts' own
+     * "next due" answer, which already sees this job. */
+    if (q->upkeep_busy || q->srv->stopping)
+        return;
+    if (!uv_is_active((uv_handle_t *)&q->timer) || uv_timer_get_due_in(&q->timer) > ms)
+        uv_timer_start(&q->timer, upkeep_cb, ms, 0);
 }
 
 static void upkeep_cb(uv_timer_t *t)

@@ -223,6 +223,9 @@ void queue_pump(struct queue *q, bool flat);
 /* Park a claim that found nothing until work comes or wait_ms passes. */
 int queue_wait_claim(struct queue *q, struct req *r, size_t count, uint64_t lease_ms, bool flat,
                      uint64_t wait_ms);
+/* A job of this queue becomes due (delayed, or a lease runs out) in ms:
+ * run the upkeep then at the latest, not only at its next regular pass. */
+void queue_due_in(struct queue *q, uint64_t ms);
 /* Add a completion (the request's job and lease) to this turn's batch. */
 void queue_complete(struct queue *q, struct req *r);
 void queue_flush_all(struct server *s);

@@ -406,7 +406,8 @@ Test(ops, a_delayed_job_is_promoted_by_the_daemon)
     json_t *jobs = claim_jobs(r);
     cr_assert_eq(json_array_size(jobs), 1, "promoted and handed to the parked claim");
     cr_assert_str_eq(jstr(json_array_get(jobs, 0), "job"), "JOBlater");
-    cr_expect_lt(dt, 1500, "promotion took %lld ms", dt);
+    /* Due in 300 ms: the daemon wakes for it, not at its next 1 s pass. */
+    cr_assert_lt(dt, 800, "promotion took %lld ms", dt);
     json_decref(r);
     emq_close(c);
 }
