@@ -533,22 +533,27 @@ void client_extend(struct client *c, struct queue *q, const char *job, size_t jl
  * expire gets its credit back instead of stalling, and the table of a
  * worker that never settles stays bounded. The local clock runs from the
  * moment of delivery, later than the claim, so this never forgets a lease
- * Redis still honours. At most 64 per call: the sweep runs every second. */
+ * Redis still honours. */
 void client_sweep(struct client *c, uint64_t now)
 {
-    size_t b, n = 0;
     struct lease *gone[64];
+    size_t n;
 
-    for (struct map_entry *e = map_first(&c->held, &b); e != NULL && n < 64;
-         e = map_next(&c->held, &b, e)) {
-        struct lease *l = e->value;
-        if (l->expires <= now)
-            gone[n++] = l;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const char *job = strchr(gone[i]->key, ' ') + 1;
-        client_unhold(c, gone[i]->q, job, strlen(job));
-    }
+    /* In rounds of 64 (the map cannot change while it is walked). */
+    do {
+        size_t b;
+        n = 0;
+        for (struct map_entry *e = map_first(&c->held, &b); e != NULL && n < 64;
+             e = map_next(&c->held, &b, e)) {
+            struct lease *l = e->value;
+            if (l->expires <= now)
+                gone[n++] = l;
+        }
+        for (size_t i = 0; i < n; i++) {
+            const char *job = strchr(gone[i]->key, ' ') + 1;
+            client_unhold(c, gone[i]->q, job, strlen(job));
+        }
+    } while (n == 64);
 }
 
 void client_unhold(struct client *c, struct queue *q, const char *job, size_t jlen)
