@@ -342,8 +342,14 @@ static void promote_cb(void *priv, int status, redisReply *reply)
     q->promote_next = upkeep_next(q, status == 0 ? reply : NULL, &n);
     q->srv->count.promoted += n;
     q->upkeep_busy = false;
-    if (!q->srv->stopping)
-        upkeep_schedule(q);
+    if (q->srv->stopping)
+        return;
+    upkeep_schedule(q);
+    /* A wake can be lost (published while our subscriber was
+     * reconnecting); parked consumers look again at every pass, so a lost
+     * wake costs them at most one upkeep period. No-op without waiters. */
+    queue_pump(q, false);
+    queue_pump(q, true);
 }
 
 static void reap_cb(void *priv, int status, redisReply *reply)

@@ -234,3 +234,37 @@ Test(faults, embedded_backend_survives_a_killed_emqd)
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     cr_assert_eq(system(cmd), 0);
 }
+
+/* A stream parked through a Redis restart resumes by itself: work
+ * enqueued after the restart is pushed without the worker doing anything. */
+Test(faults, a_parked_stream_resumes_after_redis_restarts)
+{
+    fx_teardown();
+    const char *const extra[] = {"--redis-timeout-ms", "500", NULL};
+    fx_start(extra);
+    struct emq_conn *w = fx_conn();
+    json_t *r = emq_call(w, "{\"op\":\"stream\",\"queue\":\"sr\",\"credit\":2}");
+    assert_ok(r);
+    json_decref(r);
+    redis_server_kill(&fx_redis);
+    emq_sleep_ms(300);
+    cr_assert_eq(redis_server_restart(&fx_redis, NULL), 0);
+
+    struct emq_conn *p = fx_conn();
+    int ok = 0;
+    for (int i = 0; i < 100 && !ok; i++) {
+        r = emq_call(p, "{\"op\":\"enqueue\",\"queue\":\"sr\",\"job\":\"JOBafter\","
+                        "\"group\":\"TENa\",\"payload\":1}");
+        ok = emq_ok(r);
+        json_decref(r);
+        if (!ok)
+            emq_sleep_ms(100);
+    }
+    cr_assert(ok, "enqueue never succeeded after the restart");
+    json_t *push = emq_read(w, 5000);
+    cr_assert_not_null(push, "the stream did not resume");
+    cr_assert_str_eq(jstr(push, "job"), "JOBafter");
+    json_decref(push);
+    emq_close(p);
+    emq_close(w);
+}
