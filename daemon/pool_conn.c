@@ -1,0 +1,442 @@
+/* pool_conn: one connection of the pool, from connect to teardown, and the
+ * libuv adapter under its hiredis context (see pool_internal.h).
+ *
+ * Each connection walks IDLE -> CONNECTING -> SETUP -> READY and, when it
+ * fails, back through WAIT (a backoff delay) to CONNECTING. One uv_timer_t
+ * per connection serves whichever deadline its state needs: the connect
+ * and setup deadline, the watchdog over the oldest request, the backoff
+ * delay, or a deferred teardown.
+ *
+ * hiredis frees a context by itself after a connect failure or an error
+ * (running every pending callback with a NULL reply first); the pool only
+ * ever frees one with redisAsyncFree from its own timer or idle callback,
+ * never from inside a hiredis callback. */
+#include "pool_internal.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "log.h"
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+/* The libuv side of one hiredis context (our own adapter, see poll_cb). */
+struct pool_poll {
+    uv_poll_t handle;
+    redisAsyncContext *ac; /* NULL once hiredis cleaned up */
+    struct pool *pool;
+    int events;
+};
+
+static void conn_timer_cb(uv_timer_t *t);
+static void conn_setup(struct pool_conn *c);
+static void conn_down(struct pool_conn *c);
+
+/* Remember why a connection failed, and log it once: a reconnect loop
+ * failing the same way again logs at debug level only. */
+static void pool_set_error(struct pool *p, const char *what, const char *detail)
+{
+    char msg[sizeof(p->error)];
+
+    snprintf(msg, sizeof(msg), "%s%s%s", what, detail ? ": " : "", detail ? detail : "");
+    if (strcmp(msg, p->error) != 0)
+        log_warn("redis: %s", msg);
+    else
+        log_debug("redis: %s", msg);
+    memcpy(p->error, msg, sizeof(msg));
+}
+
+/* ---- libuv adapter ------------------------------------------------------
+ * hiredis 0.14's adapters/libuv.h drops a poll error (status < 0) on the
+ * floor, and libuv reports a refused connect or a reset as exactly that, so
+ * the context would never learn of it. This adapter hands errors to hiredis
+ * as the events it was waiting for, so its read or write sees the error. */
+
+static void poll_cb(uv_poll_t *h, int status, int events)
+{
+    struct pool_poll *pp = h->data;
+
+    if (status < 0)
+        events = pp->events;
+    if (pp->ac != NULL && (events & UV_READABLE))
+        redisAsyncHandleRead(pp->ac);
+    if (pp->ac != NULL && (events & UV_WRITABLE))
+        redisAsyncHandleWrite(pp->ac);
+}
+
+static void poll_update(struct pool_poll *pp, int add, int del)
+{
+    pp->events = (pp->events | add) & ~del;
+    if (pp->events != 0)
+        uv_poll_start(&pp->handle, pp->events, poll_cb);
+    else
+        uv_poll_stop(&pp->handle);
+}
+
+static void poll_add_read(void *data)
+{
+    poll_update(data, UV_READABLE, 0);
+}
+
+static void poll_del_read(void *data)
+{
+    poll_update(data, 0, UV_READABLE);
+}
+
+static void poll_add_write(void *data)
+{
+    poll_update(data, UV_WRITABLE, 0);
+}
+
+static void poll_del_write(void *data)
+{
+    poll_update(data, 0, UV_WRITABLE);
+}
+
+static void poll_close_cb(uv_handle_t *h)
+{
+    struct pool_poll *pp = h->data;
+    struct pool *p = pp->pool;
+
+    free(pp);
+    p->open_handles--;
+    pool_maybe_done(p);
+}
+
+/* hiredis is freeing the context: the poll handle goes with it. */
+static void poll_cleanup(void *data)
+{
+    struct pool_poll *pp = data;
+
+    pp->ac = NULL;
+    if (!uv_is_closing((uv_handle_t *)&pp->handle))
+        uv_close((uv_handle_t *)&pp->handle, poll_close_cb);
+}
+
+static int poll_attach(struct pool *p, redisAsyncContext *ac)
+{
+    struct pool_poll *pp = calloc(1, sizeof(*pp));
+    int err;
+
+    if (pp == NULL)
+        return -ENOMEM;
+    err = uv_poll_init(p->loop, &pp->handle, ac->c.fd);
+    if (err < 0) {
+        free(pp);
+        return err;
+    }
+    p->open_handles++;
+    pp->handle.data = pp;
+    pp->ac = ac;
+    pp->pool = p;
+    ac->ev.data = pp;
+    ac->ev.addRead = poll_add_read;
+    ac->ev.delRead = poll_del_read;
+    ac->ev.addWrite = poll_add_write;
+    ac->ev.delWrite = poll_del_write;
+    ac->ev.cleanup = poll_cleanup;
+    return 0;
+}
+
+/* ---- connection lifecycle ---------------------------------------------- */
+
+/* Move c to state s, keeping the ready count; an up/down change is told
+ * to the caller from the idle handle, never from inside this stack. */
+static void conn_set_state(struct pool_conn *c, enum conn_state s)
+{
+    struct pool *p = c->pool;
+    bool was = c->state == CONN_READY, is = s == CONN_READY;
+
+    c->state = s;
+    if (c->pubsub || was == is)
+        return;
+    p->ready += is ? 1 : -1;
+    if ((p->ready > 0) != p->notified_up)
+        pool_kick(p);
+}
+
+/* A delay in [backoff/2, backoff] (equal jitter), and the next ceiling. */
+static uint64_t conn_next_delay(struct pool_conn *c)
+{
+    struct pool *p = c->pool;
+    uint64_t b = c->backoff, half = b / 2;
+
+    p->rng ^= p->rng << 13;
+    p->rng ^= p->rng >> 7;
+    p->rng ^= p->rng << 17;
+    c->backoff = b * 2 > p->backoff_max ? p->backoff_max : b * 2;
+    return half + p->rng % (b - half + 1);
+}
+
+/* Keepalive on TCP connections, so a silently vanished peer is noticed
+ * even on the pub/sub connection, which has no request deadlines. */
+static void conn_keepalive(int fd)
+{
+    int on = 1, idle = 15, intvl = 5, cnt = 3;
+
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
+static void conn_connect_cb(const redisAsyncContext *ac, int status);
+static void conn_disconnect_cb(const redisAsyncContext *ac, int status);
+
+/* Start one connection attempt; on an immediate failure wait a backoff. */
+void pool_conn_start(struct pool_conn *c)
+{
+    struct pool *p = c->pool;
+    redisAsyncContext *ac;
+
+    if (c->started)
+        p->stats.reconnects++;
+    c->started = true;
+    if (p->unix_path != NULL)
+        ac = redisAsyncConnectUnix(p->unix_path);
+    else
+        ac = redisAsyncConnect(p->host, p->port);
+    if (ac == NULL || ac->err) {
+        pool_set_error(p, "connect", ac != NULL ? ac->errstr : "out of memory");
+        goto err_free;
+    }
+    if (poll_attach(p, ac) < 0) {
+        pool_set_error(p, "connect", "cannot watch the socket");
+        goto err_free;
+    }
+    if (p->unix_path == NULL)
+        conn_keepalive(ac->c.fd);
+    ac->data = c;
+    redisAsyncSetConnectCallback(ac, conn_connect_cb);
+    redisAsyncSetDisconnectCallback(ac, conn_disconnect_cb);
+    c->ac = ac;
+    c->state = CONN_CONNECTING;
+    uv_timer_start(&c->timer, conn_timer_cb, p->timeout, 0);
+    return;
+
+err_free:
+    /* Not attached or not connected: freeing runs no callback of ours. */
+    if (ac != NULL)
+        redisAsyncFree(ac);
+    conn_down(c);
+}
+
+/* The context is gone (hiredis freed it, or we did): wait, then retry. */
+static void conn_down(struct pool_conn *c)
+{
+    struct pool *p = c->pool;
+
+    c->ac = NULL;
+    c->setup_step = c->setup_count = 0;
+    if (p->closing) {
+        conn_set_state(c, CONN_CLOSED);
+        uv_timer_stop(&c->timer);
+        return;
+    }
+    conn_set_state(c, CONN_WAIT);
+    uv_timer_start(&c->timer, conn_timer_cb, conn_next_delay(c), 0);
+}
+
+/* hiredis is freeing ac (a NULL reply, a failed connect, or its
+ * disconnect callback): forget it. Only the first notice about the
+ * current context counts. */
+void pool_conn_gone(struct pool_conn *c, const redisAsyncContext *ac, const char *what)
+{
+    if (c->ac != ac || ac == NULL)
+        return;
+    pool_set_error(c->pool, what, ac->errstr[0] != '\0' ? ac->errstr : "closed");
+    conn_down(c);
+}
+
+/* Tear c's context down now, failing its requests. Only from our own timer
+ * or idle callbacks: redisAsyncFree must not run inside hiredis. */
+void pool_conn_kill(struct pool_conn *c)
+{
+    redisAsyncContext *ac = c->ac;
+
+    /* Out of rotation before the callbacks run, so none resubmits here. */
+    conn_set_state(c, CONN_FAILING);
+    c->ac = NULL;
+    if (ac != NULL) {
+        ac->data = NULL;
+        redisAsyncFree(ac);
+    }
+    conn_down(c);
+}
+
+/* Tear c down on the next turn (from inside a hiredis callback). */
+void pool_conn_fail_soon(struct pool_conn *c)
+{
+    if (c->state == CONN_FAILING || c->state == CONN_CLOSED)
+        return;
+    conn_set_state(c, CONN_FAILING);
+    uv_timer_start(&c->timer, conn_timer_cb, 0, 0);
+}
+
+static void conn_ready(struct pool_conn *c)
+{
+    struct pool *p = c->pool;
+
+    uv_timer_stop(&c->timer);
+    c->backoff = p->backoff_min;
+    conn_set_state(c, CONN_READY);
+    if (c->pubsub)
+        for (struct pool_sub *s = p->subs; s != NULL && c->state == CONN_READY; s = s->next)
+            pool_sub_send(c, s);
+}
+
+static void conn_connect_cb(const redisAsyncContext *ac, int status)
+{
+    struct pool_conn *c = ac->data;
+
+    if (c == NULL || c->ac != ac)
+        return;
+    if (status != REDIS_OK) {
+        /* hiredis frees the context right after this returns. */
+        pool_conn_gone(c, ac, "connect");
+        return;
+    }
+    conn_set_state(c, CONN_SETUP);
+    conn_setup(c);
+}
+
+static void conn_disconnect_cb(const redisAsyncContext *ac, int status)
+{
+    struct pool_conn *c = ac->data;
+
+    (void)status;
+    if (c == NULL)
+        return;
+    pool_conn_gone(c, ac, "connection lost");
+}
+
+/* One setup reply: AUTH, SELECT, then one SCRIPT LOAD per script. */
+static void setup_cb(redisAsyncContext *ac, void *r, void *privdata)
+{
+    struct pool_conn *c = privdata;
+    redisReply *reply = r;
+    struct pool *p = c->pool;
+
+    if (reply == NULL) {
+        pool_conn_gone(c, ac, "connection lost");
+        return;
+    }
+    if (c->ac != ac || c->state != CONN_SETUP)
+        return;
+    int step = c->setup_step++;
+    int first_script = c->setup_count - (c->pubsub ? 0 : SCRIPT__COUNT);
+    if (reply->type == REDIS_REPLY_ERROR) {
+        pool_set_error(p, "connection setup", reply->str);
+        pool_conn_fail_soon(c);
+        return;
+    }
+    if (step >= first_script) {
+        const struct script *s = &script_table[step - first_script];
+        if (reply->type != REDIS_REPLY_STRING || strcmp(reply->str, s->sha1) != 0) {
+            pool_set_error(p, "SCRIPT LOAD returned another SHA-1 for", s->name);
+            pool_conn_fail_soon(c);
+            return;
+        }
+    }
+    if (c->setup_step == c->setup_count)
+        conn_ready(c);
+}
+
+static void setup_send(struct pool_conn *c, int argc, const char **argv, const size_t *lens)
+{
+    if (redisAsyncCommandArgv(c->ac, setup_cb, c, argc, argv, lens) == REDIS_OK)
+        c->setup_count++;
+    else
+        pool_conn_fail_soon(c);
+}
+
+/* Pipeline the setup commands; the connection is ready when all answered. */
+static void conn_setup(struct pool_conn *c)
+{
+    struct pool *p = c->pool;
+    char db[16];
+
+    if (p->password != NULL) {
+        const char *argv[2] = {"AUTH", p->password};
+        size_t lens[2] = {4, strlen(p->password)};
+        setup_send(c, 2, argv, lens);
+    }
+    if (p->db > 0 && !c->pubsub) {
+        int n = snprintf(db, sizeof(db), "%d", p->db);
+        const char *argv[2] = {"SELECT", db};
+        size_t lens[2] = {6, (size_t)n};
+        setup_send(c, 2, argv, lens);
+    }
+    for (int i = 0; i < SCRIPT__COUNT && !c->pubsub; i++) {
+        const char *argv[3] = {"SCRIPT", "LOAD", script_table[i].source};
+        size_t lens[3] = {6, 4, script_table[i].length};
+        setup_send(c, 3, argv, lens);
+    }
+    if (c->setup_count == 0 && c->state == CONN_SETUP)
+        conn_ready(c);
+}
+
+/* ---- connection timer --------------------------------------------------- */
+
+static bool conn_overdue(const struct pool_conn *c, uint64_t now)
+{
+    return c->first != NULL && c->first->deadline <= now;
+}
+
+static void conn_timer_cb(uv_timer_t *t)
+{
+    struct pool_conn *c = container_of(t, struct pool_conn, timer);
+    struct pool *p = c->pool;
+    uint64_t now = uv_now(p->loop);
+
+    if (p->closing)
+        return;
+    switch (c->state) {
+    case CONN_WAIT:
+        pool_conn_start(c);
+        break;
+    case CONN_CONNECTING:
+    case CONN_SETUP:
+        pool_set_error(p, "connect", "timed out");
+        pool_conn_kill(c);
+        break;
+    case CONN_FAILING:
+        pool_conn_kill(c);
+        break;
+    case CONN_READY:
+        /* Replies come in order, so the oldest request is the first. When
+         * the loop was busy its reply may be sitting unread: read before
+         * judging (each read takes at most one buffer's worth). */
+        for (int i = 0; i < 64 && c->state == CONN_READY && conn_overdue(c, now); i++) {
+            uint64_t before = c->replies;
+            redisAsyncHandleRead(c->ac);
+            if (c->replies == before)
+                break;
+        }
+        if (c->state != CONN_READY || c->first == NULL)
+            break;
+        if (c->first->deadline <= now) {
+            pool_set_error(p, "request", "timed out");
+            pool_conn_kill(c);
+        } else {
+            uv_timer_start(t, conn_timer_cb, c->first->deadline - now, 0);
+        }
+        break;
+    case CONN_IDLE:
+    case CONN_CLOSED:
+        break;
+    }
+}
+
+void pool_conn_watch(struct pool_conn *c)
+{
+    struct pool *p = c->pool;
+
+    if (!uv_is_active((uv_handle_t *)&c->timer))
+        uv_timer_start(&c->timer, conn_timer_cb, p->timeout, 0);
+}

@@ -1,0 +1,131 @@
+/* pool_internal: what the pool's two files share (see pool.h for the API).
+ * pool.c holds requests, pub/sub, the idle handle, close and construction;
+ * pool_conn.c holds each connection's lifecycle, its timer and the libuv
+ * adapter under its hiredis context. Only those two files include this. */
+#ifndef EMQ_POOL_INTERNAL_H
+#define EMQ_POOL_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/async.h>
+#include <uv.h>
+
+#include "pool.h"
+
+/* Where one connection is in its lifecycle (see pool_conn.c). */
+enum conn_state {
+    CONN_IDLE,       /* never started (the pub/sub connection before its first subscribe) */
+    CONN_WAIT,       /* down; the timer starts the next attempt */
+    CONN_CONNECTING, /* connect(2) in flight; the timer is the connect deadline */
+    CONN_SETUP,      /* AUTH, SELECT, SCRIPT LOAD in flight; the same deadline */
+    CONN_READY,      /* serving; the timer watches the oldest request */
+    CONN_FAILING,    /* the timer tears it down on the next turn */
+    CONN_CLOSED,     /* the pool is closing */
+};
+
+/* One accepted request, from submission to its callback. Script calls keep
+ * their formatted EVALSHA command for the NOSCRIPT resend. */
+struct pool_req {
+    struct pool_req *prev, *next; /* in its connection's list, oldest first, or the fail queue */
+    struct pool *pool;
+    struct pool_conn *conn; /* where it was sent; NULL on the fail queue */
+    pool_reply_cb *cb;
+    void *priv;
+    uint64_t deadline; /* loop time in ms */
+    int script;        /* a script id, or -1 for a plain command */
+    bool resent;       /* already resent as EVAL once */
+    size_t len;        /* bytes in cmd */
+    size_t tail;       /* offset in cmd of the arguments after the SHA-1 */
+    char cmd[];
+};
+
+/* One connection slot: the context it holds now and its requests. */
+struct pool_conn {
+    struct pool *pool;
+    redisAsyncContext *ac; /* NULL when down; hiredis owns the memory */
+    enum conn_state state;
+    bool pubsub;      /* the dedicated pub/sub connection */
+    bool started;     /* an attempt was made before (for the reconnect count) */
+    int setup_step;   /* setup replies received so far */
+    int setup_count;  /* setup commands sent */
+    uint64_t backoff; /* the current backoff ceiling, ms */
+    uint64_t replies; /* replies received, to see a read make progress */
+    struct pool_req *first, *last;
+    uv_timer_t timer;
+};
+
+/* One channel subscription, replayed on every (re)connect. */
+struct pool_sub {
+    struct pool_sub *next;
+    void (*cb)(void *priv, const char *channel, const char *msg, size_t len);
+    void *priv;
+    size_t len;
+    char channel[];
+};
+
+/* The pool: its settings, its connections, and what waits for the idle
+ * handle. */
+struct pool {
+    uv_loop_t *loop;
+    char *host, *unix_path, *password;
+    int port, db, size;
+    uint64_t timeout, backoff_min, backoff_max;
+    struct pool_conn *conns; /* size command connections, then the pub/sub one */
+    int ready;               /* READY command connections */
+    int cursor;              /* round-robin position */
+    bool notified_up;        /* what on_state was last told */
+    bool closing;
+    bool closed; /* handles are being closed; free when open_handles is 0 */
+    int open_handles;
+    struct pool_req *fail_first, *fail_last; /* requests to fail on the next turn */
+    struct pool_sub *subs;
+    uv_idle_t idle;
+    void (*state_cb)(void *priv, bool up);
+    void *state_priv;
+    void (*done)(void *priv);
+    void *done_priv;
+    uint64_t rng;
+    struct pool_stats stats;
+    char error[128];
+};
+
+/* ---- pool_conn.c --------------------------------------------------------- */
+
+/* Start one connection attempt on c; on an immediate failure c waits a
+ * backoff delay and tries again. */
+void pool_conn_start(struct pool_conn *c);
+
+/* hiredis is freeing ac (a NULL reply, a failed connect, or its disconnect
+ * callback): if ac is c's current context, record why and put c down to
+ * retry after a backoff. Safe to call from inside a hiredis callback. */
+void pool_conn_gone(struct pool_conn *c, const redisAsyncContext *ac, const char *what);
+
+/* Tear c's context down now, failing its requests. Only from the pool's
+ * own timer or idle callbacks: redisAsyncFree must not run inside hiredis. */
+void pool_conn_kill(struct pool_conn *c);
+
+/* Take c out of rotation and tear it down on the next loop turn; for use
+ * inside a hiredis callback or when a send on c failed. */
+void pool_conn_fail_soon(struct pool_conn *c);
+
+/* Start the deadline watch over c's requests, one request timeout from
+ * now, unless c's timer is already running. */
+void pool_conn_watch(struct pool_conn *c);
+
+/* ---- pool.c -------------------------------------------------------------- */
+
+/* Run p's idle handle on the next loop turn (queued failures, an up/down
+ * notice, the close), unless p's handles are already closing. */
+void pool_kick(struct pool *p);
+
+/* One of p's handles has closed: once the pool is closed and none is left
+ * open, free the pool and run its done callback. */
+void pool_maybe_done(struct pool *p);
+
+/* Send SUBSCRIBE for s on the ready pub/sub connection c; if hiredis
+ * refuses it, c is torn down on the next turn. */
+void pool_sub_send(struct pool_conn *c, struct pool_sub *s);
+
+#endif
