@@ -242,11 +242,16 @@ static void sub_cb(redisAsyncContext *ac, void *r, void *privdata)
             pool_conn_gone(c, ac, "connection lost");
         return;
     }
-    if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 3 &&
-        reply->element[0]->type == REDIS_REPLY_STRING &&
-        strcmp(reply->element[0]->str, "message") == 0 &&
-        reply->element[2]->type == REDIS_REPLY_STRING)
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
+        reply->element[0]->type != REDIS_REPLY_STRING)
+        return;
+    const char *kind = reply->element[0]->str;
+    if (strcmp(kind, "message") == 0 && reply->element[2]->type == REDIS_REPLY_STRING)
         s->cb(s->priv, s->channel, reply->element[2]->str, reply->element[2]->len);
+    else if (strcmp(kind, "subscribe") == 0)
+        /* (Re)subscribed: anything published while we were not listening
+         * is lost, so tell the caller to look for itself. */
+        s->cb(s->priv, s->channel, NULL, 0);
 }
 
 void pool_sub_send(struct pool_conn *c, struct pool_sub *s)

@@ -86,6 +86,8 @@ int pool_command(struct pool *p, int argc, const char **argv, const size_t *lens
 /* Subscribe to channel (copied) on the pool's dedicated pub/sub
  * connection, opened on first use and resubscribed after every reconnect.
  * on_message runs for each message; msg is valid only during the call.
+ * It also runs with msg NULL each time the subscription is (re)made: what
+ * was published while it was down is lost, so the caller should look.
  * Returns 0, -EEXIST (already subscribed), -EINVAL, -ENOMEM or -ESHUTDOWN. */
 int pool_subscribe(struct pool *p, const char *channel,
                    void (*on_message)(void *priv, const char *channel, const char *msg, size_t len),

@@ -408,6 +408,7 @@ Test(pool, busy_loop_does_not_fail_replies_already_received)
 /* Messages received by on_message. */
 static struct {
     int count;
+    int subscribed; /* on_message calls with msg NULL: (re)subscribed */
     char channel[64];
     char last[64];
 } inbox;
@@ -415,6 +416,11 @@ static struct {
 static void message_cb(void *priv, const char *channel, const char *msg, size_t len)
 {
     cr_assert_eq(priv, &inbox);
+    if (msg == NULL) {
+        cr_assert_eq(len, 0);
+        inbox.subscribed++;
+        return;
+    }
     inbox.count++;
     snprintf(inbox.channel, sizeof(inbox.channel), "%s", channel);
     snprintf(inbox.last, sizeof(inbox.last), "%.*s", (int)len, msg);
@@ -456,6 +462,7 @@ Test(pool, pubsub_delivers_and_resubscribes_after_restart)
     RUN_UNTIL(w.ups == 2, 5000);
     cr_assert_eq(w.ups, 2);
     publish_until_received("emq:test:chan", "again");
+    cr_assert_eq(inbox.subscribed, 2, "subscribed, then resubscribed after the restart");
     finish();
 }
 
