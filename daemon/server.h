@@ -102,9 +102,10 @@ enum {
     CMD_WORK = 1u << 2,   /* hands out work: refused once the daemon is stopping */
 };
 
+/* The command named name (len bytes), or NULL. */
 const struct cmd *cmd_lookup(const char *name, size_t len);
-extern const struct cmd cmd_table[];
-extern const size_t cmd_count;
+/* The i-th command over all tables, or NULL past the last (for tests). */
+const struct cmd *cmd_at(size_t i);
 
 /* Finish a request (exactly once): ok with fields (stolen; may be NULL),
  * or an error. Safe after the client has gone (the reply is dropped). */

@@ -1,0 +1,434 @@
+/* cmd_jobs: the ops that produce and consume work: enqueue,
+ * enqueue_many, claim, stream, and settling a lease (complete, fail,
+ * release, extend). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cmd.h"
+
+#define COUNT_MAX  1000
+#define CREDIT_MAX 10000
+
+/* Wall-clock ms: job ids carry their mint time. */
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* --- enqueue ------------------------------------------------------------ */
+
+#define ENQ_FIELDS                                                                                 \
+    {"payload", ARG_ANY, ARG_REQUIRED, 0, 0}, {"job", ARG_STRING, ARG_JOB, 0, 0},                  \
+        {"group", ARG_STRING, ARG_GROUP, 0, 0}, {"delay_ms", ARG_INT, 0, 0, 365 * DAY_MS},         \
+    {                                                                                              \
+        "max_attempts", ARG_INT, 0, 0, 1000000                                                     \
+    }
+
+static const struct arg_spec enqueue_spec[] = {Q, ENQ_FIELDS, END};
+static const struct arg_spec item_spec[] = {ENQ_FIELDS, END};
+
+/* One enqueue script call for one item; cb gets priv. The minted id (if
+ * any) is written back into the item so the reply can name it. */
+static int enqueue_item(struct req *r, json_t *item, const char *dflt_group, pool_reply_cb *cb,
+                        void *priv)
+{
+    struct server *s = req_server(r);
+    const char *job = request_string(item, "job", NULL);
+    if (job == NULL) {
+        char id[MINT_ID_LEN + 1];
+        mint_next(&s->mint, &s->rand, wall_ms(), id);
+        json_object_set_new(item, "job", json_string(id));
+        job = json_string_value(json_object_get(item, "job"));
+    }
+    const char *group = request_string(item, "group", NULL);
+    if (group == NULL)
+        group = dflt_group;
+    char *payload = json_dumps(json_object_get(item, "payload"), JSON_COMPACT | JSON_ENCODE_ANY);
+    if (payload == NULL)
+        return -ENOMEM;
+    if (strlen(payload) > s->cfg->max_line) {
+        free(payload);
+        return -E2BIG;
+    }
+    char delay[24], max[24];
+    cmd_num(delay, sizeof(delay), request_int(item, "delay_ms", 0));
+    cmd_num(max, sizeof(max), request_int(item, "max_attempts", s->cfg->max_attempts));
+    const char *argv[] = {job, group, payload, delay, max};
+    int rc = queue_script(r->q, SCRIPT_ENQUEUE, 5, argv, cb, priv);
+    free(payload);
+    return rc;
+}
+
+static json_t *verdict(const redisReply *reply, const char *job)
+{
+    return json_pack("{s:s, s:s}", "job", job, "verdict",
+                     reply->integer == 1 ? "enqueued" : "duplicate");
+}
+
+static void enqueue_cb(void *priv, int status, redisReply *reply)
+{
+    struct req *r = priv;
+    if (cmd_failed(r, status, reply))
+        return;
+    if (reply->integer == 1) {
+        req_server(r)->count.enqueued++;
+        json_int_t delay = request_int(r->root, "delay_ms", 0);
+        if (delay > 0)
+            queue_due_in(r->q, (uint64_t)delay);
+    }
+    req_ok(r, verdict(reply, cmd_str(r, "job")));
+}
+
+static void cmd_enqueue(struct req *r)
+{
+    int rc = enqueue_item(r, r->root, "", enqueue_cb, r);
+    if (rc == -E2BIG)
+        req_error(r, WIRE_ETOOBIG, "payload too large");
+    else if (rc != 0)
+        req_error(r, WIRE_EUNAVAILABLE, "the backend is unavailable");
+}
+
+static const struct arg_spec enqueue_many_spec[] = {
+    Q,
+    {"jobs", ARG_ARRAY, ARG_REQUIRED, 0, 0}, /* size: EEMPTY / ELIMIT below */
+    {"group", ARG_STRING, ARG_GROUP, 0, 0},
+    END,
+};
+
+/* One item of a batch: where its verdict goes. */
+struct item {
+    struct req *r;
+    size_t index;
+};
+
+static void many_done(struct req *r)
+{
+    if (--r->outstanding == 0) {
+        json_t *results = r->acc;
+        r->acc = NULL;
+        req_ok(r, json_pack("{s:o}", "results", results));
+    }
+}
+
+static void item_error(json_t *results, size_t i, enum wire_error code, const char *msg)
+{
+    json_array_set_new(results, i,
+                       json_pack("{s:s, s:s}", "error", wire_error_name(code), "message", msg));
+}
+
+static void many_cb(void *priv, int status, redisReply *reply)
+{
+    struct item *it = priv;
+    struct req *r = it->r;
+    json_t *item = json_array_get(json_object_get(r->root, "jobs"), it->index);
+    if (status != 0 || reply == NULL) {
+        item_error(r->acc, it->index, WIRE_EUNAVAILABLE, "the backend did not answer in time");
+    } else if (reply->type == REDIS_REPLY_ERROR) {
+        size_t w = strcspn(reply->str, " ");
+        item_error(r->acc, it->index, wire_error_lookup(reply->str, w),
+                   reply->str[w] ? reply->str + w + 1 : reply->str);
+    } else {
+        if (reply->integer == 1) {
+            req_server(r)->count.enqueued++;
+            json_int_t delay = request_int(item, "delay_ms", 0);
+            if (delay > 0)
+                queue_due_in(r->q, (uint64_t)delay);
+        }
+        json_array_set_new(r->acc, it->index, verdict(reply, request_string(item, "job", NULL)));
+    }
+    free(it);
+    many_done(r);
+}
+
+static void cmd_enqueue_many(struct req *r)
+{
+    json_t *jobs = json_object_get(r->root, "jobs");
+    size_t n = json_array_size(jobs);
+    const char *group = request_string(r->root, "group", NULL);
+    if (n == 0) {
+        req_error(r, WIRE_EEMPTY, "\"jobs\" is empty: nothing to enqueue");
+        return;
+    }
+    if (n > req_server(r)->cfg->max_batch) {
+        req_error(r, WIRE_ELIMIT, "%zu jobs is more than the batch limit of %zu", n,
+                  req_server(r)->cfg->max_batch);
+        return;
+    }
+    r->acc = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(r->acc, json_null());
+    /* Every item is checked first; the valid ones are all sent in this
+     * loop turn, so the pool pipelines them in one flush per connection. */
+    r->outstanding = 1; /* held until every item is sent */
+    for (size_t i = 0; i < n; i++) {
+        json_t *item = json_array_get(jobs, i);
+        struct request_error err;
+        if (request_check_item(item_spec, item, &err) != 0) {
+            item_error(r->acc, i, err.code, err.message);
+            continue;
+        }
+        struct item *it = malloc(sizeof(*it));
+        if (it == NULL) {
+            item_error(r->acc, i, WIRE_EINTERNAL, "out of memory");
+            continue;
+        }
+        *it = (struct item){.r = r, .index = i};
+        r->outstanding++;
+        int rc = enqueue_item(r, item, group ? group : "", many_cb, it);
+        if (rc != 0) {
+            r->outstanding--;
+            free(it);
+            item_error(r->acc, i, rc == -E2BIG ? WIRE_ETOOBIG : WIRE_EUNAVAILABLE,
+                       rc == -E2BIG ? "payload too large" : "the backend is unavailable");
+        }
+    }
+    many_done(r);
+}
+
+/* --- claim and stream --------------------------------------------------- */
+
+static const struct arg_spec claim_spec[] = {
+    Q,
+    {"count", ARG_INT, 0, 1, COUNT_MAX},
+    {"lease_ms", ARG_INT, 0, 1, DAY_MS},
+    {"wait_ms", ARG_INT, 0, 0, 3600 * 1000},
+    {"flat", ARG_BOOL, 0, 0, 0},
+    END,
+};
+
+static void claim_cb(void *priv, int status, redisReply *reply)
+{
+    struct req *r = priv;
+    if (cmd_failed(r, status, reply))
+        return;
+    struct client *c = r->c;
+    long long deadline = reply->element[0]->integer;
+    size_t got = (reply->elements - 1) / 5;
+    if (c->closing) {
+        /* The worker left while we claimed: give the jobs straight back. */
+        json_t *pairs = NULL;
+        for (size_t i = 0; i < got; i++)
+            pairs = queue_pair_add(pairs, reply->element + 1 + 5 * i);
+        if (pairs != NULL)
+            queue_release(r->q, pairs, "connection closed");
+        req_ok(r, NULL);
+        return;
+    }
+    uint64_t wait = (uint64_t)request_int(r->root, "wait_ms", 0);
+    if (got == 0 && wait > 0 && !c->srv->stopping) {
+        size_t count = (size_t)request_int(r->root, "count", 1);
+        uint64_t lease =
+            (uint64_t)request_int(r->root, "lease_ms", (json_int_t)c->srv->cfg->lease_ms);
+        if (queue_wait_claim(r->q, r, count, lease, request_bool(r->root, "flat", false), wait) !=
+            0)
+            req_error(r, WIRE_EINTERNAL, "out of memory");
+        return;
+    }
+    /* The stored payloads are spliced into the reply as they are. */
+    struct outbuf line;
+    outbuf_init(&line);
+    reply_begin_ok(&line, r->ref);
+    reply_key(&line, "jobs");
+    reply_begin_array(&line);
+    for (size_t i = 0; i < got; i++) {
+        redisReply **f = reply->element + 1 + 5 * i;
+        struct reply_job j;
+        queue_job_view(r->q, f, deadline, &j);
+        reply_job(&line, &j);
+        client_hold(c, r->q, f[0]->str, f[0]->len, f[4]->str,
+                    (uint64_t)request_int(r->root, "lease_ms", (json_int_t)c->srv->cfg->lease_ms),
+                    NULL);
+    }
+    reply_end_array(&line);
+    reply_end(&line);
+    c->srv->count.claimed += got;
+    if (got > 0) /* reap on time if the worker lets these run out */
+        queue_due_in(r->q,
+                     (uint64_t)request_int(r->root, "lease_ms", (json_int_t)c->srv->cfg->lease_ms));
+    req_ok_line(r, &line);
+}
+
+static void cmd_claim(struct req *r)
+{
+    char count[24], lease[24];
+    cmd_num(count, sizeof(count), request_int(r->root, "count", 1));
+    cmd_num(lease, sizeof(lease),
+            request_int(r->root, "lease_ms", (json_int_t)req_server(r)->cfg->lease_ms));
+    const char *argv[] = {count, lease};
+    bool flat = request_bool(r->root, "flat", false);
+    cmd_script(r, flat ? SCRIPT_CLAIM_FLAT : SCRIPT_CLAIM, 2, argv, claim_cb);
+}
+
+static const struct arg_spec stream_spec[] = {
+    Q,
+    {"credit", ARG_INT, ARG_REQUIRED, 0, CREDIT_MAX},
+    {"lease_ms", ARG_INT, 0, 1, DAY_MS},
+    {"flat", ARG_BOOL, 0, 0, 0},
+    END,
+};
+
+static void cmd_stream(struct req *r)
+{
+    struct client *c = r->c;
+    bool flat = request_bool(r->root, "flat", false);
+    struct waiter *w = c->waiters;
+    while (w != NULL && !(w->stream && w->q == r->q && w->flat == flat))
+        w = w->cnext;
+    if (w == NULL) {
+        w = calloc(1, sizeof(*w));
+        if (w == NULL) {
+            req_error(r, WIRE_EINTERNAL, "out of memory");
+            return;
+        }
+        w->q = r->q;
+        w->c = c;
+        w->flat = flat;
+        w->stream = true;
+        w->cnext = c->waiters;
+        c->waiters = w;
+    }
+    w->credit = (size_t)request_int(r->root, "credit", 0);
+    w->lease_ms = (uint64_t)request_int(r->root, "lease_ms", (json_int_t)c->srv->cfg->lease_ms);
+    /* The stream parks once its reply is out (drain_replies), so pushes
+     * always follow the ack; credit 0 (or none left) just stops it. */
+    if (w->credit > w->outstanding)
+        r->park = w;
+    else
+        queue_unpark(w);
+    req_ok(r, NULL);
+}
+
+/* --- settling a lease --------------------------------------------------- */
+
+static const struct arg_spec settle_spec[] = {Q, JOB, LEASE, END};
+
+static void cmd_complete(struct req *r)
+{
+    /* Completions of one loop turn go out together (queue_flush_all). */
+    queue_complete(r->q, r);
+}
+
+/* The status word of a settling move's reply: "ELEASE", "ENOJOB", a
+ * state, or NULL when the backend failed. release answers per pair (an
+ * array), the others with a value or an error reply. */
+static const char *status_word(int status, const redisReply *reply)
+{
+    if (status != 0 || reply == NULL)
+        return NULL;
+    if (reply->type == REDIS_REPLY_ARRAY)
+        return reply->elements == 1 ? reply->element[0]->str : NULL;
+    if (reply->type == REDIS_REPLY_STRING || reply->type == REDIS_REPLY_ERROR)
+        return reply->str;
+    return "";
+}
+
+/* The lease is not ours any more (settled, stale, or the job is gone):
+ * forget it, which returns a stream's credit. */
+static void forget(struct req *r, const char *word)
+{
+    if (word == NULL || r->c->closing)
+        return;
+    if (strncmp(word, "ELEASE", 6) != 0 && strncmp(word, "ENOJOB", 6) != 0 && word[0] == 'E')
+        return; /* EARG and the like: the lease is still held */
+    size_t jlen;
+    const char *job = request_string(r->root, "job", &jlen);
+    client_unhold(r->c, r->q, job, jlen);
+}
+
+static void state_cb(void *priv, int status, redisReply *reply)
+{
+    struct req *r = priv;
+    const char *word = status_word(status, reply);
+    if (word == NULL || reply->type == REDIS_REPLY_ERROR) {
+        forget(r, word);
+        req_backend_error(r, status, reply);
+        return;
+    }
+    forget(r, word);
+    if (strcmp(word, "ELEASE") == 0)
+        req_error(r, WIRE_ELEASE, "the lease is not current (expired and re-leased?)");
+    else if (strcmp(word, "ENOJOB") == 0)
+        req_error(r, WIRE_ENOJOB, "no such job");
+    else {
+        if (strcmp(word, "delayed") == 0) {
+            json_int_t retry = request_int(r->root, "retry_ms", -1);
+            /* The default backoff is at least 1 s: the regular pass. */
+            if (retry > 0)
+                queue_due_in(r->q, (uint64_t)retry);
+        }
+        req_ok(r, json_pack("{s:s}", "state", word));
+    }
+}
+
+static const struct arg_spec fail_spec[] = {
+    Q,
+    JOB,
+    LEASE,
+    {"error", ARG_STRING, 0, 0, 4096},
+    {"retry_ms", ARG_INT, 0, 0, 365 * DAY_MS},
+    {"dead", ARG_BOOL, 0, 0, 0},
+    END,
+};
+
+static void cmd_fail(struct req *r)
+{
+    req_server(r)->count.failed++;
+    char retry[24];
+    cmd_num(retry, sizeof(retry), request_int(r->root, "retry_ms", -1));
+    const char *argv[] = {cmd_str(r, "job"), cmd_str(r, "lease"), cmd_str(r, "error"), retry,
+                          request_bool(r->root, "dead", false) ? "1" : "0"};
+    cmd_script(r, SCRIPT_FAIL, 5, argv, state_cb);
+}
+
+static const struct arg_spec release_spec[] = {
+    Q, JOB, LEASE, {"error", ARG_STRING, 0, 0, 4096}, END};
+
+static void cmd_release(struct req *r)
+{
+    const char *why = request_string(r->root, "error", NULL);
+    const char *argv[] = {why ? why : "released by the worker", cmd_str(r, "job"),
+                          cmd_str(r, "lease")};
+    cmd_script(r, SCRIPT_RELEASE, 3, argv, state_cb);
+}
+
+static const struct arg_spec extend_spec[] = {
+    Q, JOB, LEASE, {"lease_ms", ARG_INT, ARG_REQUIRED, 1, DAY_MS}, END,
+};
+
+static void extend_cb(void *priv, int status, redisReply *reply)
+{
+    struct req *r = priv;
+    if (status == 0 && reply != NULL && reply->type == REDIS_REPLY_ERROR)
+        forget(r, reply->str);
+    if (cmd_failed(r, status, reply))
+        return;
+    size_t jlen;
+    const char *job = request_string(r->root, "job", &jlen);
+    client_extend(r->c, r->q, job, jlen, (uint64_t)request_int(r->root, "lease_ms", 1));
+    req_ok(r, json_pack("{s:I}", "lease_until", (json_int_t)reply->integer));
+}
+
+static void cmd_extend(struct req *r)
+{
+    char ms[24];
+    cmd_num(ms, sizeof(ms), request_int(r->root, "lease_ms", 1));
+    const char *argv[] = {cmd_str(r, "job"), cmd_str(r, "lease"), ms};
+    cmd_script(r, SCRIPT_EXTEND, 3, argv, extend_cb);
+}
+
+/* Producing and consuming work. */
+const struct cmd cmd_jobs[] = {
+    {"enqueue", enqueue_spec, cmd_enqueue, CMD_QUEUE},
+    {"enqueue_many", enqueue_many_spec, cmd_enqueue_many, CMD_QUEUE},
+    {"claim", claim_spec, cmd_claim, CMD_QUEUE | CMD_WORK},
+    {"stream", stream_spec, cmd_stream, CMD_QUEUE | CMD_WORK},
+    {"complete", settle_spec, cmd_complete, CMD_QUEUE},
+    {"fail", fail_spec, cmd_fail, CMD_QUEUE},
+    {"release", release_spec, cmd_release, CMD_QUEUE},
+    {"extend", extend_spec, cmd_extend, CMD_QUEUE},
+    {NULL, NULL, NULL, 0},
+};
