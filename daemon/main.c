@@ -244,6 +244,8 @@ int main(int argc, char **argv)
             return 1;
         }
         pc.unix_path = supervise_socket(d.sup);
+        if (supervise_wait_ready(d.sup, 10000) != 0)
+            log_warn("embedded redis-server is slow to start; connecting as it comes up");
         log_info("embedded redis-server on %s", pc.unix_path);
     }
     if (cfg.token == NULL && cfg.listen != NULL && strncmp(cfg.listen, "127.", 4) != 0 &&

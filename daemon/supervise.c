@@ -451,6 +451,16 @@ err_free:
     return err;
 }
 
+int supervise_wait_ready(const struct supervise *s, int timeout_ms)
+{
+    for (int waited = 0; waited < timeout_ms; waited += 10) {
+        if (socket_live(s->sock))
+            return 0;
+        usleep(10000);
+    }
+    return -ETIMEDOUT;
+}
+
 const char *supervise_socket(const struct supervise *s)
 {
     return s->sock;

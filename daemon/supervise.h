@@ -53,6 +53,10 @@ int supervise_start(uv_loop_t *loop, const struct supervise_config *cfg, struct 
  * absolute); valid until the done callback of supervise_stop returns. */
 const char *supervise_socket(const struct supervise *s);
 
+/* Block (start-up only, before the loop runs) until the child accepts on
+ * its socket, so the pool's first connect finds it. 0 or -ETIMEDOUT. */
+int supervise_wait_ready(const struct supervise *s, int timeout_ms);
+
 /* The pid of the running child, or 0 between a crash and its restart. */
 int supervise_pid(const struct supervise *s);
 
