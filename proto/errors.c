@@ -22,7 +22,6 @@ static const struct wire_error_row {
     [WIRE_EAUTH] = {"EAUTH", "not authorized"},
     [WIRE_EUNAVAILABLE] = {"EUNAVAILABLE", "backend unavailable"},
     [WIRE_EINTERNAL] = {"EINTERNAL", "internal error"},
-    [WIRE_EBUSY] = {"EBUSY", "too busy, retry later"},
     [WIRE_ELIMIT] = {"ELIMIT", "limit reached"},
 };
 

@@ -24,7 +24,6 @@ enum wire_error {
     WIRE_EAUTH,        /* not authenticated or not allowed */
     WIRE_EUNAVAILABLE, /* the backend cannot be reached in time */
     WIRE_EINTERNAL,    /* a bug or an unexpected backend reply */
-    WIRE_EBUSY,        /* too much in flight on this connection or daemon */
     WIRE_ELIMIT,       /* a configured limit was reached */
     WIRE__END          /* one past the last code */
 };
