@@ -411,3 +411,24 @@ Test(ops, a_delayed_job_is_promoted_by_the_daemon)
     json_decref(r);
     emq_close(c);
 }
+
+Test(ops, stream_credit_zero_stops_and_raising_it_resumes)
+{
+    struct emq_conn *c = fx_conn();
+    json_decref(OK(c, "{\"op\":\"stream\",\"queue\":\"o\",\"credit\":0}"));
+    enqueue(c, "o", "JOB1", "TENa");
+    cr_assert_null(emq_read(c, 300), "credit 0: nothing is pushed");
+    json_decref(OK(c, "{\"op\":\"stream\",\"queue\":\"o\",\"credit\":1}"));
+    json_t *p = emq_read(c, 3000);
+    cr_assert_not_null(p, "credit raised: the job comes");
+    cr_assert_str_eq(jstr(p, "job"), "JOB1");
+    json_t *d = OK(c, "{\"op\":\"complete\",\"queue\":\"o\",\"job\":\"JOB1\",\"lease\":\"%s\"}",
+                   jstr(p, "lease"));
+    json_decref(d);
+    json_decref(p);
+    json_decref(OK(c, "{\"op\":\"stream\",\"queue\":\"o\",\"credit\":0}"));
+    enqueue(c, "o", "JOB2", "TENa");
+    cr_assert_null(emq_read(c, 300), "stopped again: nothing is pushed");
+    cr_assert_eq(depth(c, "TENa"), 1, "the job waits in its lane");
+    emq_close(c);
+}
