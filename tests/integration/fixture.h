@@ -32,9 +32,9 @@ static inline void fx_teardown(void)
 }
 
 /* A new connection to the fixture's emqd; asserts on failure. */
-static inline struct emq_conn *fx_conn(void)
+static inline struct tc_conn *fx_conn(void)
 {
-    struct emq_conn *c = emq_connect(fx_emqd.port);
+    struct tc_conn *c = tc_connect(fx_emqd.port);
     cr_assert_not_null(c, "cannot connect to emqd");
     return c;
 }
@@ -56,7 +56,7 @@ static inline long long jint(const json_t *o, const char *k)
     do {                                                                                           \
         json_t *r_ = (reply);                                                                      \
         char *d_ = r_ ? json_dumps(r_, JSON_COMPACT) : NULL;                                       \
-        cr_assert(r_ != NULL && emq_ok(r_), "expected ok, got %s", d_ ? d_ : "(no reply)");        \
+        cr_assert(r_ != NULL && tc_ok(r_), "expected ok, got %s", d_ ? d_ : "(no reply)");         \
         free(d_);                                                                                  \
     } while (0)
 
@@ -65,7 +65,7 @@ static inline long long jint(const json_t *o, const char *k)
     do {                                                                                           \
         json_t *r_ = (reply);                                                                      \
         char *d_ = r_ ? json_dumps(r_, JSON_COMPACT) : NULL;                                       \
-        cr_assert(r_ != NULL && !emq_ok(r_) && strcmp(emq_error(r_), (code)) == 0,                 \
+        cr_assert(r_ != NULL && !tc_ok(r_) && strcmp(tc_error(r_), (code)) == 0,                   \
                   "expected %s, got %s", (code), d_ ? d_ : "(no reply)");                          \
         free(d_);                                                                                  \
     } while (0)

@@ -14,7 +14,7 @@ TestSuite(daemon, .init = fx_setup, .fini = fx_teardown, .timeout = 60);
 /* (1) Payloads of every JSON type survive enqueue -> claim -> complete. */
 Test(daemon, round_trip_preserves_payload)
 {
-    struct emq_conn *c = fx_conn();
+    struct tc_conn *c = fx_conn();
     static const char *const payloads[] = {
         "{\"a\":1,\"b\":[true,null,\"x\"],\"c\":{\"d\":\"\\u00e9\\\"\"}}",
         "[1,2.5,\"three\",{\"four\":4}]",
@@ -22,7 +22,7 @@ Test(daemon, round_trip_preserves_payload)
         "42",
     };
     for (size_t i = 0; i < 4; i++) {
-        json_t *r = emq_call(
+        json_t *r = tc_call(
             c,
             "{\"op\":\"enqueue\",\"ref\":%zu,\"queue\":\"rt\",\"group\":\"TENt1\",\"payload\":%s}",
             i, payloads[i]);
@@ -32,7 +32,7 @@ Test(daemon, round_trip_preserves_payload)
         cr_assert(strncmp(jstr(r, "job"), "JOB", 3) == 0, "minted id %s", jstr(r, "job"));
         json_decref(r);
     }
-    json_t *r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"rt\",\"count\":10}");
+    json_t *r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"rt\",\"count\":10}");
     json_t *jobs = claim_jobs(r);
     cr_assert_eq(json_array_size(jobs), 4);
     for (size_t i = 0; i < 4; i++) {
@@ -48,38 +48,38 @@ Test(daemon, round_trip_preserves_payload)
         cr_assert_eq(jint(j, "attempt"), 1);
         cr_assert(jint(j, "lease_until") > 0);
         json_t *done =
-            emq_call(c, "{\"op\":\"complete\",\"queue\":\"rt\",\"job\":\"%s\",\"lease\":\"%s\"}",
-                     jstr(j, "job"), jstr(j, "lease"));
+            tc_call(c, "{\"op\":\"complete\",\"queue\":\"rt\",\"job\":\"%s\",\"lease\":\"%s\"}",
+                    jstr(j, "job"), jstr(j, "lease"));
         assert_ok(done);
         json_decref(done);
     }
     json_decref(r);
-    r = emq_call(c, "{\"op\":\"depth\",\"queue\":\"rt\",\"group\":\"TENt1\"}");
+    r = tc_call(c, "{\"op\":\"depth\",\"queue\":\"rt\",\"group\":\"TENt1\"}");
     assert_ok(r);
     cr_assert_eq(jint(r, "depth"), 0);
     json_decref(r);
-    emq_close(c);
+    tc_close(c);
 }
 
 Test(daemon, duplicate_verdict)
 {
-    struct emq_conn *c = fx_conn();
+    struct tc_conn *c = fx_conn();
     json_t *r =
-        emq_call(c, "{\"op\":\"enqueue\",\"queue\":\"d\",\"job\":\"JOBdup1\",\"payload\":1}");
+        tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"d\",\"job\":\"JOBdup1\",\"payload\":1}");
     assert_ok(r);
     cr_assert_str_eq(jstr(r, "job"), "JOBdup1");
     cr_assert_str_eq(jstr(r, "verdict"), "enqueued");
     json_decref(r);
-    r = emq_call(c, "{\"op\":\"enqueue\",\"queue\":\"d\",\"job\":\"JOBdup1\",\"payload\":2}");
+    r = tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"d\",\"job\":\"JOBdup1\",\"payload\":2}");
     assert_ok(r);
     cr_assert_str_neq(jstr(r, "verdict"), "enqueued");
     cr_assert_str_eq(jstr(r, "verdict"), "duplicate");
     json_decref(r);
-    r = emq_call(c, "{\"op\":\"depth\",\"queue\":\"d\"}");
+    r = tc_call(c, "{\"op\":\"depth\",\"queue\":\"d\"}");
     assert_ok(r);
     cr_assert_eq(jint(r, "depth"), 1);
     json_decref(r);
-    emq_close(c);
+    tc_close(c);
 }
 
 /* (2) Refused requests get their code, the connection survives, and
@@ -89,13 +89,13 @@ Test(daemon, error_codes_write_nothing)
     fx_teardown();
     const char *const extra[] = {"--max-line", "1024", NULL};
     fx_start(extra);
-    struct emq_conn *c = fx_conn();
+    struct tc_conn *c = fx_conn();
 
-    json_t *r = emq_call(c, "{\"op\":\"enqueue\",\"queue\":\"e\",\"job\":\"JOBseed\","
-                            "\"group\":\"TENacme\",\"payload\":{}}");
+    json_t *r = tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"e\",\"job\":\"JOBseed\","
+                           "\"group\":\"TENacme\",\"payload\":{}}");
     assert_ok(r);
     json_decref(r);
-    json_t *before = emq_call(c, "{\"op\":\"stats\",\"queue\":\"e\"}");
+    json_t *before = tc_call(c, "{\"op\":\"stats\",\"queue\":\"e\"}");
     assert_ok(before);
 
     static const struct {
@@ -117,14 +117,14 @@ Test(daemon, error_codes_write_nothing)
         {"{\"op\":\"complete\",\"queue\":\"e\",\"job\":\"JOBseed\",\"lease\":\"nope\"}", "ELEASE"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        cr_assert_eq(emq_send_line(c, cases[i].line), 0);
-        r = emq_read(c, 5000);
+        cr_assert_eq(tc_send_line(c, cases[i].line), 0);
+        r = tc_read(c, 5000);
         char *d = r ? json_dumps(r, JSON_COMPACT) : NULL;
-        cr_expect(r != NULL && !emq_ok(r) && strcmp(emq_error(r), cases[i].code) == 0,
+        cr_expect(r != NULL && !tc_ok(r) && strcmp(tc_error(r), cases[i].code) == 0,
                   "%s -> expected %s, got %s", cases[i].line, cases[i].code, d ? d : "(none)");
         free(d);
         json_decref(r);
-        r = emq_call(c, "{\"op\":\"ping\",\"ref\":\"after\"}");
+        r = tc_call(c, "{\"op\":\"ping\",\"ref\":\"after\"}");
         assert_ok(r);
         cr_assert_str_eq(jstr(r, "ref"), "after");
         json_decref(r);
@@ -135,35 +135,35 @@ Test(daemon, error_codes_write_nothing)
     int n = snprintf(big, sizeof(big), "{\"op\":\"enqueue\",\"queue\":\"e\",\"payload\":\"");
     memset(big + n, 'x', 2000);
     snprintf(big + n + 2000, sizeof(big) - (size_t)n - 2000, "\"}");
-    cr_assert_eq(emq_send_line(c, big), 0);
-    r = emq_read(c, 5000);
+    cr_assert_eq(tc_send_line(c, big), 0);
+    r = tc_read(c, 5000);
     assert_err(r, "ETOOBIG");
     json_decref(r);
-    r = emq_call(c, "{\"op\":\"ping\",\"ref\":7}");
+    r = tc_call(c, "{\"op\":\"ping\",\"ref\":7}");
     assert_ok(r);
     cr_assert_eq(jint(r, "ref"), 7);
     json_decref(r);
 
-    json_t *after = emq_call(c, "{\"op\":\"stats\",\"queue\":\"e\"}");
+    json_t *after = tc_call(c, "{\"op\":\"stats\",\"queue\":\"e\"}");
     assert_ok(after);
     char *b = json_dumps(before, JSON_COMPACT | JSON_SORT_KEYS);
     char *a = json_dumps(after, JSON_COMPACT | JSON_SORT_KEYS);
     cr_expect_str_eq(a, b, "stats changed by refused requests");
     free(a);
     free(b);
-    r = emq_call(c, "{\"op\":\"check\",\"queue\":\"e\"}");
+    r = tc_call(c, "{\"op\":\"check\",\"queue\":\"e\"}");
     assert_ok(r);
     cr_assert_eq(json_array_size(json_object_get(r, "violations")), 0);
     json_decref(r);
     json_decref(before);
     json_decref(after);
-    emq_close(c);
+    tc_close(c);
 }
 
 /* (3) 200 pipelined requests in one write come back in order. */
 Test(daemon, pipelining_keeps_order)
 {
-    struct emq_conn *c = fx_conn();
+    struct tc_conn *c = fx_conn();
     size_t cap = 200 * 128, len = 0;
     char *buf = malloc(cap);
     cr_assert_not_null(buf);
@@ -179,31 +179,31 @@ Test(daemon, pipelining_keeps_order)
             len += (size_t)snprintf(buf + len, cap - len,
                                     "{\"op\":\"depth\",\"ref\":%d,\"queue\":\"p\"}\n", i);
     }
-    cr_assert_eq(emq_send(c, buf, len), 0);
+    cr_assert_eq(tc_send(c, buf, len), 0);
     free(buf);
     for (int i = 0; i < 200; i++) {
-        json_t *r = emq_read(c, 5000);
+        json_t *r = tc_read(c, 5000);
         assert_ok(r);
         cr_assert_eq(jint(r, "ref"), i, "reply %d carries ref %lld", i, jint(r, "ref"));
         json_decref(r);
     }
-    emq_close(c);
+    tc_close(c);
 }
 
 /* (4) One big claim rotates over the groups. */
 Test(daemon, fairness_rotation)
 {
-    struct emq_conn *c = fx_conn();
+    struct tc_conn *c = fx_conn();
     static const struct {
         const char *group;
         int n;
     } g[] = {{"TENaaa", 30}, {"TENbbb", 5}, {"TENccc", 2}};
     for (size_t k = 0; k < 3; k++)
         for (int i = 0; i < g[k].n; i++) {
-            json_t *r = emq_call(c,
-                                 "{\"op\":\"enqueue\",\"queue\":\"f\",\"group\":\"%s\","
-                                 "\"payload\":%d}",
-                                 g[k].group, i);
+            json_t *r = tc_call(c,
+                                "{\"op\":\"enqueue\",\"queue\":\"f\",\"group\":\"%s\","
+                                "\"payload\":%d}",
+                                g[k].group, i);
             assert_ok(r);
             json_decref(r);
         }
@@ -214,7 +214,7 @@ Test(daemon, fairness_rotation)
         for (int k = 0; k < 3; k++)
             if (left[k]-- > 0)
                 want[n++] = g[k].group;
-    json_t *r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"f\",\"count\":37}");
+    json_t *r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"f\",\"count\":37}");
     json_t *jobs = claim_jobs(r);
     cr_assert_eq(json_array_size(jobs), 37);
     int next[3] = {0, 0, 0};
@@ -227,7 +227,7 @@ Test(daemon, fairness_rotation)
                              "group %s out of FIFO order", g[k].group);
     }
     json_decref(r);
-    emq_close(c);
+    tc_close(c);
 }
 
 static const char *push_job(const json_t *p)
@@ -238,34 +238,34 @@ static const char *push_job(const json_t *p)
 /* (5) A stream never holds more than its credit. */
 Test(daemon, stream_credit_never_exceeded)
 {
-    struct emq_conn *c = fx_conn();
+    struct tc_conn *c = fx_conn();
     for (int i = 0; i < 20; i++) {
-        json_t *r = emq_call(
+        json_t *r = tc_call(
             c, "{\"op\":\"enqueue\",\"queue\":\"s\",\"group\":\"TENt1\",\"payload\":%d}", i);
         assert_ok(r);
         json_decref(r);
     }
-    json_t *r = emq_call(c, "{\"op\":\"stream\",\"queue\":\"s\",\"credit\":3}");
+    json_t *r = tc_call(c, "{\"op\":\"stream\",\"queue\":\"s\",\"credit\":3}");
     assert_ok(r);
     json_decref(r);
     json_t *pushes[4] = {NULL};
     for (int i = 0; i < 3; i++) {
-        pushes[i] = emq_read(c, 2000);
+        pushes[i] = tc_read(c, 2000);
         cr_assert_not_null(pushes[i], "push %d never came", i);
         cr_assert_str_eq(jstr(pushes[i], "push"), "job");
         cr_assert(*push_job(pushes[i]) != '\0', "push without a job id");
         cr_assert(*jstr(pushes[i], "lease") != '\0', "push without a lease");
     }
-    json_t *extra = emq_read(c, 200);
+    json_t *extra = tc_read(c, 200);
     cr_assert_null(extra, "a 4th push arrived with credit 3");
 
     char line[512];
     snprintf(line, sizeof(line),
              "{\"op\":\"complete\",\"ref\":\"c1\",\"queue\":\"s\",\"job\":\"%s\",\"lease\":\"%s\"}",
              push_job(pushes[0]), jstr(pushes[0], "lease"));
-    cr_assert_eq(emq_send_line(c, line), 0);
+    cr_assert_eq(tc_send_line(c, line), 0);
     int replies = 0, more = 0;
-    for (json_t *f; (f = emq_read(c, 500)) != NULL; json_decref(f)) {
+    for (json_t *f; (f = tc_read(c, 500)) != NULL; json_decref(f)) {
         if (json_object_get(f, "push") != NULL)
             more++;
         else if (strcmp(jstr(f, "ref"), "c1") == 0) {
@@ -277,31 +277,31 @@ Test(daemon, stream_credit_never_exceeded)
     cr_assert_eq(more, 1, "%d pushes after one completion", more);
     for (int i = 0; i < 4; i++)
         json_decref(pushes[i]);
-    emq_close(c);
+    tc_close(c);
 }
 
 /* (6) Leases of a connection that goes away go back to the queue. */
 Test(daemon, release_on_disconnect)
 {
-    struct emq_conn *a = fx_conn();
+    struct tc_conn *a = fx_conn();
     for (int i = 0; i < 2; i++) {
-        json_t *r = emq_call(
+        json_t *r = tc_call(
             a, "{\"op\":\"enqueue\",\"queue\":\"r\",\"group\":\"TENt1\",\"payload\":%d}", i);
         assert_ok(r);
         json_decref(r);
     }
-    json_t *r = emq_call(a, "{\"op\":\"claim\",\"queue\":\"r\",\"count\":2,\"lease_ms\":60000}");
+    json_t *r = tc_call(a, "{\"op\":\"claim\",\"queue\":\"r\",\"count\":2,\"lease_ms\":60000}");
     cr_assert_eq(json_array_size(claim_jobs(r)), 2);
     json_decref(r);
-    emq_close(a);
+    tc_close(a);
 
-    struct emq_conn *b = fx_conn();
+    struct tc_conn *b = fx_conn();
     size_t got = 0;
-    long long t0 = emq_now_ms();
+    long long t0 = tc_now_ms();
     int tries = 0;
-    while (got < 2 && emq_now_ms() - t0 < 2000) {
+    while (got < 2 && tc_now_ms() - t0 < 2000) {
         tries++;
-        r = emq_call(b, "{\"op\":\"claim\",\"queue\":\"r\",\"count\":2,\"wait_ms\":500}");
+        r = tc_call(b, "{\"op\":\"claim\",\"queue\":\"r\",\"count\":2,\"wait_ms\":500}");
         json_t *jobs = claim_jobs(r);
         for (size_t i = 0; i < json_array_size(jobs); i++) {
             cr_assert_eq(jint(json_array_get(jobs, i), "attempt"), 2);
@@ -310,67 +310,67 @@ Test(daemon, release_on_disconnect)
         json_decref(r);
     }
     cr_assert_eq(got, 2, "only %zu of 2 leases came back after the disconnect", got);
-    cr_expect_leq(emq_now_ms() - t0, 600, "leases came back only after %lld ms (%d claims)",
-                  emq_now_ms() - t0, tries);
-    emq_close(b);
+    cr_expect_leq(tc_now_ms() - t0, 600, "leases came back only after %lld ms (%d claims)",
+                  tc_now_ms() - t0, tries);
+    tc_close(b);
 }
 
 /* (7) A parked claim wakes when another connection enqueues. */
 Test(daemon, parked_claim_wakes_on_enqueue)
 {
-    struct emq_conn *a = fx_conn(), *b = fx_conn();
-    cr_assert_eq(emq_send_line(a, "{\"op\":\"claim\",\"queue\":\"w\",\"wait_ms\":5000}"), 0);
-    emq_sleep_ms(200);
-    long long t0 = emq_now_ms();
-    json_t *r = emq_call(
-        b, "{\"op\":\"enqueue\",\"queue\":\"w\",\"group\":\"TENt1\",\"payload\":\"wake\"}");
+    struct tc_conn *a = fx_conn(), *b = fx_conn();
+    cr_assert_eq(tc_send_line(a, "{\"op\":\"claim\",\"queue\":\"w\",\"wait_ms\":5000}"), 0);
+    tc_sleep_ms(200);
+    long long t0 = tc_now_ms();
+    json_t *r =
+        tc_call(b, "{\"op\":\"enqueue\",\"queue\":\"w\",\"group\":\"TENt1\",\"payload\":\"wake\"}");
     assert_ok(r);
     json_decref(r);
-    r = emq_read(a, 6000);
-    long long dt = emq_now_ms() - t0;
+    r = tc_read(a, 6000);
+    long long dt = tc_now_ms() - t0;
     json_t *jobs = claim_jobs(r);
     cr_assert_eq(json_array_size(jobs), 1);
     cr_assert_str_eq(jstr(json_array_get(jobs, 0), "payload"), "wake");
     cr_assert_lt(dt, 1000, "parked claim woke after %lld ms", dt);
     json_decref(r);
-    emq_close(a);
-    emq_close(b);
+    tc_close(a);
+    tc_close(b);
 }
 
 /* (9) Expired leases come back without anyone calling reap. */
 Test(daemon, reaper_requeues_expired_lease)
 {
-    struct emq_conn *c = fx_conn();
+    struct tc_conn *c = fx_conn();
     json_t *r =
-        emq_call(c, "{\"op\":\"enqueue\",\"queue\":\"x\",\"group\":\"TENt1\",\"payload\":1}");
+        tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"x\",\"group\":\"TENt1\",\"payload\":1}");
     assert_ok(r);
     json_decref(r);
-    r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"x\",\"lease_ms\":200}");
+    r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"x\",\"lease_ms\":200}");
     cr_assert_eq(json_array_size(claim_jobs(r)), 1);
     json_decref(r);
-    long long t0 = emq_now_ms();
+    long long t0 = tc_now_ms();
     int attempt = 0;
-    while (attempt == 0 && emq_now_ms() - t0 < 5000) {
-        r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"x\",\"wait_ms\":250}");
+    while (attempt == 0 && tc_now_ms() - t0 < 5000) {
+        r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"x\",\"wait_ms\":250}");
         json_t *jobs = claim_jobs(r);
         if (json_array_size(jobs) == 1)
             attempt = (int)jint(json_array_get(jobs, 0), "attempt");
         json_decref(r);
     }
-    long long dt = emq_now_ms() - t0;
+    long long dt = tc_now_ms() - t0;
     cr_assert_eq(attempt, 2, "expired job not claimable again after %lld ms", dt);
     cr_expect_leq(dt, 2000, "reaper took %lld ms for a 200 ms lease", dt);
-    emq_close(c);
+    tc_close(c);
 }
 
 /* (10) SIGTERM is a clean exit. */
 Test(daemon, sigterm_exits_zero)
 {
-    struct emq_conn *c = fx_conn();
-    json_t *r = emq_call(c, "{\"op\":\"ping\"}");
+    struct tc_conn *c = fx_conn();
+    json_t *r = tc_call(c, "{\"op\":\"ping\"}");
     assert_ok(r);
     json_decref(r);
     cr_assert_eq(emqd_stop(&fx_emqd), 0);
-    cr_assert(emq_read_eof(c, 2000), "connection still open after SIGTERM");
-    emq_close(c);
+    cr_assert(tc_read_eof(c, 2000), "connection still open after SIGTERM");
+    tc_close(c);
 }

@@ -23,27 +23,27 @@ Test(faults, cross_instance_wake)
 {
     cr_assert_eq(emqd_start(&fx_second, fx_redis.port, NULL), 0, "second emqd did not start");
     cr_assert_eq(emqd_await_backend(&fx_second), 0);
-    struct emq_conn *a = fx_conn();
-    struct emq_conn *b = emq_connect(fx_second.port);
+    struct tc_conn *a = fx_conn();
+    struct tc_conn *b = tc_connect(fx_second.port);
     cr_assert_not_null(b);
-    json_t *r = emq_call(a, "{\"op\":\"stream\",\"queue\":\"xi\",\"credit\":5}");
+    json_t *r = tc_call(a, "{\"op\":\"stream\",\"queue\":\"xi\",\"credit\":5}");
     assert_ok(r);
     json_decref(r);
-    emq_sleep_ms(200);
-    long long t0 = emq_now_ms();
-    r = emq_call(
+    tc_sleep_ms(200);
+    long long t0 = tc_now_ms();
+    r = tc_call(
         b, "{\"op\":\"enqueue\",\"queue\":\"xi\",\"group\":\"TENt1\",\"payload\":\"from-two\"}");
     assert_ok(r);
     json_decref(r);
-    json_t *p = emq_read(a, 5000);
-    long long dt = emq_now_ms() - t0;
+    json_t *p = tc_read(a, 5000);
+    long long dt = tc_now_ms() - t0;
     cr_assert_not_null(p, "no push on emqd #1 for a job enqueued through emqd #2");
     cr_assert_str_eq(json_string_value(json_object_get(p, "push")), "job");
     cr_assert_str_eq(json_string_value(json_object_get(p, "payload")), "from-two");
     cr_expect_lt(dt, 1000, "cross-instance push took %lld ms", dt);
     json_decref(p);
-    emq_close(a);
-    emq_close(b);
+    tc_close(a);
+    tc_close(b);
 }
 
 /* (11) Redis dies: requests fail fast with EUNAVAILABLE; it comes back:
@@ -53,45 +53,45 @@ Test(faults, redis_restart)
     fx_teardown();
     const char *const extra[] = {"--redis-timeout-ms", "500", NULL};
     fx_start(extra);
-    struct emq_conn *c = fx_conn();
-    json_t *r = emq_call(c, "{\"op\":\"enqueue\",\"queue\":\"rr\",\"payload\":1}");
+    struct tc_conn *c = fx_conn();
+    json_t *r = tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"rr\",\"payload\":1}");
     assert_ok(r);
     json_decref(r);
 
     redis_server_kill(&fx_redis);
-    long long t0 = emq_now_ms();
-    cr_assert_eq(emq_send_line(c, "{\"op\":\"depth\",\"ref\":1,\"queue\":\"rr\"}"), 0);
-    r = emq_read(c, 5000);
-    long long dt = emq_now_ms() - t0;
+    long long t0 = tc_now_ms();
+    cr_assert_eq(tc_send_line(c, "{\"op\":\"depth\",\"ref\":1,\"queue\":\"rr\"}"), 0);
+    r = tc_read(c, 5000);
+    long long dt = tc_now_ms() - t0;
     assert_err(r, "EUNAVAILABLE");
     cr_assert_eq(json_integer_value(json_object_get(r, "ref")), 1);
     cr_expect_lt(dt, 5000, "EUNAVAILABLE after %lld ms", dt);
     json_decref(r);
     /* A second request while it is still down fails too. */
-    r = emq_call(c, "{\"op\":\"enqueue\",\"queue\":\"rr\",\"payload\":2}");
+    r = tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"rr\",\"payload\":2}");
     assert_err(r, "EUNAVAILABLE");
     json_decref(r);
 
     cr_assert_eq(redis_server_restart(&fx_redis, NULL), 0, "redis did not restart");
-    t0 = emq_now_ms();
+    t0 = tc_now_ms();
     int ok = 0;
-    while (!ok && emq_now_ms() - t0 < 10000) {
-        r = emq_call(c, "{\"op\":\"enqueue\",\"queue\":\"rr\",\"payload\":3}");
+    while (!ok && tc_now_ms() - t0 < 10000) {
+        r = tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"rr\",\"payload\":3}");
         cr_assert_not_null(r, "no reply while redis comes back");
-        ok = emq_ok(r);
+        ok = tc_ok(r);
         if (!ok)
-            cr_assert_str_eq(emq_error(r), "EUNAVAILABLE");
+            cr_assert_str_eq(tc_error(r), "EUNAVAILABLE");
         json_decref(r);
         if (!ok)
-            emq_sleep_ms(100);
+            tc_sleep_ms(100);
     }
-    dt = emq_now_ms() - t0;
+    dt = tc_now_ms() - t0;
     cr_assert(ok, "requests still failing %lld ms after redis came back", dt);
     cr_expect_lt(dt, 5000, "recovery took %lld ms", dt);
-    r = emq_call(c, "{\"op\":\"ping\"}");
+    r = tc_call(c, "{\"op\":\"ping\"}");
     assert_ok(r);
     json_decref(r);
-    emq_close(c);
+    tc_close(c);
 }
 
 /* Every enqueue answered "enqueued" survives a Redis crash (AOF, fsync
@@ -104,7 +104,7 @@ Test(faults, no_acknowledged_job_is_lost_across_a_redis_crash)
     const char *const extra[] = {"--redis-timeout-ms", "500", NULL};
     cr_assert_eq(redis_server_start(&fx_redis, aof), 0);
     cr_assert_eq(emqd_start(&fx_emqd, fx_redis.port, extra), 0);
-    struct emq_conn *c = fx_conn();
+    struct tc_conn *c = fx_conn();
     enum { N = 300 };
     static char acked[N];
     int unavailable = 0;
@@ -114,18 +114,18 @@ Test(faults, no_acknowledged_job_is_lost_across_a_redis_crash)
         if (i == N / 2)
             cr_assert_eq(redis_server_restart(&fx_redis, aof), 0);
         for (int tries = 0; !acked[i] && tries < 100; tries++) {
-            json_t *r = emq_call(c,
-                                 "{\"op\":\"enqueue\",\"queue\":\"nl\",\"job\":\"JOB%03d\","
-                                 "\"group\":\"TEN%d\",\"payload\":%d}",
-                                 i, i % 7, i);
+            json_t *r = tc_call(c,
+                                "{\"op\":\"enqueue\",\"queue\":\"nl\",\"job\":\"JOB%03d\","
+                                "\"group\":\"TEN%d\",\"payload\":%d}",
+                                i, i % 7, i);
             cr_assert_not_null(r, "no reply for job %d", i);
-            if (emq_ok(r)) {
+            if (tc_ok(r)) {
                 acked[i] = 1;
             } else {
-                cr_assert_str_eq(emq_error(r), "EUNAVAILABLE");
+                cr_assert_str_eq(tc_error(r), "EUNAVAILABLE");
                 unavailable++;
                 if (i >= N / 2)
-                    emq_sleep_ms(50); /* Redis is back: the pool reconnects */
+                    tc_sleep_ms(50); /* Redis is back: the pool reconnects */
                 else {
                     json_decref(r);
                     break; /* still down: move on, re-sent below */
@@ -137,17 +137,17 @@ Test(faults, no_acknowledged_job_is_lost_across_a_redis_crash)
     cr_assert_gt(unavailable, 0, "the crash was never seen");
     for (int i = 0; i < N; i++) /* the producer re-sends what failed */
         while (!acked[i]) {
-            json_t *r = emq_call(c,
-                                 "{\"op\":\"enqueue\",\"queue\":\"nl\",\"job\":\"JOB%03d\","
-                                 "\"group\":\"TEN%d\",\"payload\":%d}",
-                                 i, i % 7, i);
-            acked[i] = emq_ok(r);
+            json_t *r = tc_call(c,
+                                "{\"op\":\"enqueue\",\"queue\":\"nl\",\"job\":\"JOB%03d\","
+                                "\"group\":\"TEN%d\",\"payload\":%d}",
+                                i, i % 7, i);
+            acked[i] = tc_ok(r);
             json_decref(r);
         }
     static char seen[N];
     int delivered = 0;
     for (int round = 0; round < 100 && delivered < N; round++) {
-        json_t *r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"nl\",\"count\":100}");
+        json_t *r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"nl\",\"count\":100}");
         json_t *jobs = claim_jobs(r);
         for (size_t k = 0; k < json_array_size(jobs); k++) {
             json_t *j = json_array_get(jobs, k);
@@ -155,44 +155,44 @@ Test(faults, no_acknowledged_job_is_lost_across_a_redis_crash)
             cr_assert(!seen[i], "JOB%03d delivered twice", i);
             seen[i] = 1;
             delivered++;
-            json_t *d = emq_call(c,
-                                 "{\"op\":\"complete\",\"queue\":\"nl\",\"job\":\"%s\","
-                                 "\"lease\":\"%s\"}",
-                                 jstr(j, "job"), jstr(j, "lease"));
+            json_t *d = tc_call(c,
+                                "{\"op\":\"complete\",\"queue\":\"nl\",\"job\":\"%s\","
+                                "\"lease\":\"%s\"}",
+                                jstr(j, "job"), jstr(j, "lease"));
             assert_ok(d);
             json_decref(d);
         }
         json_decref(r);
     }
     cr_assert_eq(delivered, N, "%d of %d jobs delivered", delivered, N);
-    json_t *r = emq_call(c, "{\"op\":\"check\",\"queue\":\"nl\"}");
+    json_t *r = tc_call(c, "{\"op\":\"check\",\"queue\":\"nl\"}");
     assert_ok(r);
     cr_assert_eq(json_array_size(json_object_get(r, "violations")), 0);
     json_decref(r);
-    emq_close(c);
+    tc_close(c);
 }
 
 /* A daemon killed while its workers held leases: a fresh daemon that no
  * client has named the queue to still reaps them (emq:queues). */
 Test(faults, a_fresh_daemon_reaps_leases_of_a_killed_one)
 {
-    struct emq_conn *c = fx_conn();
+    struct tc_conn *c = fx_conn();
     json_t *r =
-        emq_call(c, "{\"op\":\"enqueue\",\"queue\":\"kd\",\"group\":\"TENa\",\"payload\":1}");
+        tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"kd\",\"group\":\"TENa\",\"payload\":1}");
     assert_ok(r);
     json_decref(r);
-    r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"kd\",\"lease_ms\":200}");
+    r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"kd\",\"lease_ms\":200}");
     cr_assert_eq(json_array_size(claim_jobs(r)), 1);
     json_decref(r);
     emqd_kill(&fx_emqd); /* no release: the lease must run out */
-    emq_close(c);
+    tc_close(c);
 
     cr_assert_eq(emqd_start(&fx_second, fx_redis.port, NULL), 0);
     redisContext *rc = redis_server_connect(&fx_redis);
     cr_assert_not_null(rc);
     long long active = -1;
     for (int i = 0; i < 40 && active != 0; i++) {
-        emq_sleep_ms(100);
+        tc_sleep_ms(100);
         redisReply *z = redisCommand(rc, "ZCARD emq:{kd}:active");
         active = z->integer;
         freeReplyObject(z);
@@ -211,24 +211,24 @@ Test(faults, embedded_backend_survives_a_killed_emqd)
     const char *const extra[] = {"--data-dir", dir, NULL};
     emqd_kill(&fx_emqd);
     cr_assert_eq(emqd_start(&fx_second, 0, extra), 0, "emqd on its embedded Redis");
-    struct emq_conn *c = emq_connect(fx_second.port);
+    struct tc_conn *c = tc_connect(fx_second.port);
     cr_assert_not_null(c);
     json_t *r =
-        emq_call(c, "{\"op\":\"enqueue\",\"queue\":\"eb\",\"job\":\"JOBkept\",\"payload\":1}");
+        tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"eb\",\"job\":\"JOBkept\",\"payload\":1}");
     assert_ok(r);
     json_decref(r);
-    emq_close(c);
-    emq_sleep_ms(1100); /* appendfsync everysec */
+    tc_close(c);
+    tc_sleep_ms(1100); /* appendfsync everysec */
     emqd_kill(&fx_second);
 
     cr_assert_eq(emqd_start(&fx_second, 0, extra), 0, "a second start on the same data dir");
-    c = emq_connect(fx_second.port);
+    c = tc_connect(fx_second.port);
     cr_assert_not_null(c);
-    r = emq_call(c, "{\"op\":\"job\",\"queue\":\"eb\",\"job\":\"JOBkept\"}");
+    r = tc_call(c, "{\"op\":\"job\",\"queue\":\"eb\",\"job\":\"JOBkept\"}");
     assert_ok(r);
     cr_assert_str_eq(jstr(json_object_get(r, "job"), "state"), "pending");
     json_decref(r);
-    emq_close(c);
+    tc_close(c);
     cr_assert_eq(emqd_stop(&fx_second), 0, "a clean stop");
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
@@ -242,29 +242,29 @@ Test(faults, a_parked_stream_resumes_after_redis_restarts)
     fx_teardown();
     const char *const extra[] = {"--redis-timeout-ms", "500", NULL};
     fx_start(extra);
-    struct emq_conn *w = fx_conn();
-    json_t *r = emq_call(w, "{\"op\":\"stream\",\"queue\":\"sr\",\"credit\":2}");
+    struct tc_conn *w = fx_conn();
+    json_t *r = tc_call(w, "{\"op\":\"stream\",\"queue\":\"sr\",\"credit\":2}");
     assert_ok(r);
     json_decref(r);
     redis_server_kill(&fx_redis);
-    emq_sleep_ms(300);
+    tc_sleep_ms(300);
     cr_assert_eq(redis_server_restart(&fx_redis, NULL), 0);
 
-    struct emq_conn *p = fx_conn();
+    struct tc_conn *p = fx_conn();
     int ok = 0;
     for (int i = 0; i < 100 && !ok; i++) {
-        r = emq_call(p, "{\"op\":\"enqueue\",\"queue\":\"sr\",\"job\":\"JOBafter\","
-                        "\"group\":\"TENa\",\"payload\":1}");
-        ok = emq_ok(r);
+        r = tc_call(p, "{\"op\":\"enqueue\",\"queue\":\"sr\",\"job\":\"JOBafter\","
+                       "\"group\":\"TENa\",\"payload\":1}");
+        ok = tc_ok(r);
         json_decref(r);
         if (!ok)
-            emq_sleep_ms(100);
+            tc_sleep_ms(100);
     }
     cr_assert(ok, "enqueue never succeeded after the restart");
-    json_t *push = emq_read(w, 5000);
+    json_t *push = tc_read(w, 5000);
     cr_assert_not_null(push, "the stream did not resume");
     cr_assert_str_eq(jstr(push, "job"), "JOBafter");
     json_decref(push);
-    emq_close(p);
-    emq_close(w);
+    tc_close(p);
+    tc_close(w);
 }

@@ -15,12 +15,12 @@ TestSuite(ops, .init = fx_setup, .fini = fx_teardown, .timeout = 60);
 /* Call, assert ok, return the reply (caller frees). */
 #define OK(c, ...)                                                                                 \
     ({                                                                                             \
-        json_t *ok_ = emq_call((c), __VA_ARGS__);                                                  \
+        json_t *ok_ = tc_call((c), __VA_ARGS__);                                                   \
         assert_ok(ok_);                                                                            \
         ok_;                                                                                       \
     })
 
-static void enqueue(struct emq_conn *c, const char *queue, const char *job, const char *group)
+static void enqueue(struct tc_conn *c, const char *queue, const char *job, const char *group)
 {
     json_t *r = OK(c,
                    "{\"op\":\"enqueue\",\"queue\":\"%s\",\"job\":\"%s\",\"group\":\"%s\","
@@ -30,7 +30,7 @@ static void enqueue(struct emq_conn *c, const char *queue, const char *job, cons
     json_decref(r);
 }
 
-static long long depth(struct emq_conn *c, const char *group)
+static long long depth(struct tc_conn *c, const char *group)
 {
     json_t *r = OK(c, "{\"op\":\"depth\",\"queue\":\"o\",\"group\":\"%s\"}", group);
     long long d = jint(r, "depth");
@@ -38,7 +38,7 @@ static long long depth(struct emq_conn *c, const char *group)
     return d;
 }
 
-static void assert_check_clean(struct emq_conn *c, const char *queue)
+static void assert_check_clean(struct tc_conn *c, const char *queue)
 {
     json_t *r = OK(c, "{\"op\":\"check\",\"queue\":\"%s\"}", queue);
     json_t *v = json_object_get(r, "violations");
@@ -50,7 +50,7 @@ static void assert_check_clean(struct emq_conn *c, const char *queue)
 
 Test(ops, limit_pause_resume_steer_the_rotation)
 {
-    struct emq_conn *c = fx_conn();
+    struct tc_conn *c = fx_conn();
     for (int i = 0; i < 4; i++) {
         char a[16], b[16];
         snprintf(a, sizeof(a), "JOBa%d", i);
@@ -59,7 +59,7 @@ Test(ops, limit_pause_resume_steer_the_rotation)
         enqueue(c, "o", b, "TENb");
     }
     json_decref(OK(c, "{\"op\":\"limit\",\"queue\":\"o\",\"group\":\"TENa\",\"max\":1}"));
-    json_t *r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"count\":10}");
+    json_t *r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"count\":10}");
     json_t *jobs = claim_jobs(r);
     size_t na = 0;
     for (size_t i = 0; i < json_array_size(jobs); i++)
@@ -72,13 +72,13 @@ Test(ops, limit_pause_resume_steer_the_rotation)
     cr_assert(json_is_true(json_object_get(p, "changed")));
     json_decref(p);
     json_decref(OK(c, "{\"op\":\"limit\",\"queue\":\"o\",\"group\":\"TENa\",\"max\":null}"));
-    r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"count\":10}");
+    r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"count\":10}");
     cr_assert_eq(json_array_size(claim_jobs(r)), 0, "A is paused, B is empty");
     json_decref(r);
     p = OK(c, "{\"op\":\"resume\",\"queue\":\"o\",\"group\":\"TENa\"}");
     cr_assert(json_is_true(json_object_get(p, "changed")));
     json_decref(p);
-    r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"count\":10}");
+    r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"count\":10}");
     cr_assert_eq(json_array_size(claim_jobs(r)), 3, "resumed, no ceiling: A's other three");
     json_decref(r);
 
@@ -94,19 +94,19 @@ Test(ops, limit_pause_resume_steer_the_rotation)
     }
     cr_assert_str_eq(jstr(g, "cursor"), "0");
     json_decref(g);
-    assert_err_free(emq_call(c, "{\"op\":\"groups\",\"queue\":\"o\",\"cursor\":\"x\"}"), "EARG");
+    assert_err_free(tc_call(c, "{\"op\":\"groups\",\"queue\":\"o\",\"cursor\":\"x\"}"), "EARG");
     json_t *st = OK(c, "{\"op\":\"stats\",\"queue\":\"o\"}");
     cr_assert_eq(jint(st, "active"), 8);
     cr_assert_eq(jint(st, "pending"), 0);
     cr_assert_eq(jint(st, "groups"), 2);
     json_decref(st);
     assert_check_clean(c, "o");
-    emq_close(c);
+    tc_close(c);
 }
 
 Test(ops, reassign_drain_and_depth)
 {
-    struct emq_conn *c = fx_conn();
+    struct tc_conn *c = fx_conn();
     enqueue(c, "o", "JOB1", "TENa");
     enqueue(c, "o", "JOB2", "TENa");
     enqueue(c, "o", "JOB3", "TENb");
@@ -116,12 +116,12 @@ Test(ops, reassign_drain_and_depth)
     cr_assert_eq(depth(c, "TENa"), 1);
     cr_assert_eq(depth(c, "TENb"), 2);
     assert_err_free(
-        emq_call(c, "{\"op\":\"reassign\",\"queue\":\"o\",\"job\":\"JOB9\",\"group\":\"TENb\"}"),
+        tc_call(c, "{\"op\":\"reassign\",\"queue\":\"o\",\"job\":\"JOB9\",\"group\":\"TENb\"}"),
         "ENOJOB");
-    r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"count\":1}");
+    r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"count\":1}");
     const char *held = jstr(json_array_get(claim_jobs(r), 0), "job");
-    json_t *again = emq_call(
-        c, "{\"op\":\"reassign\",\"queue\":\"o\",\"job\":\"%s\",\"group\":\"TENc\"}", held);
+    json_t *again =
+        tc_call(c, "{\"op\":\"reassign\",\"queue\":\"o\",\"job\":\"%s\",\"group\":\"TENc\"}", held);
     assert_err(again, "ESTATE");
     json_decref(again);
     json_decref(r);
@@ -134,15 +134,15 @@ Test(ops, reassign_drain_and_depth)
     cr_assert_eq(jint(r, "depth"), 0, "no group: the flat set");
     json_decref(r);
     assert_check_clean(c, "o");
-    emq_close(c);
+    tc_close(c);
 }
 
 Test(ops, fail_extend_job_and_dead_letters)
 {
-    struct emq_conn *c = fx_conn();
+    struct tc_conn *c = fx_conn();
     json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"o\",\"job\":\"JOBx\",\"group\":\"TENa\","
                       "\"payload\":7,\"max_attempts\":2}"));
-    json_t *r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"lease_ms\":1000}");
+    json_t *r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"lease_ms\":1000}");
     json_t *j = json_array_get(claim_jobs(r), 0);
     char lease[32];
     snprintf(lease, sizeof(lease), "%s", jstr(j, "lease"));
@@ -169,7 +169,7 @@ Test(ops, fail_extend_job_and_dead_letters)
            lease);
     cr_assert_str_eq(jstr(r, "state"), "pending");
     json_decref(r);
-    r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"o\"}");
+    r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"o\"}");
     j = json_array_get(claim_jobs(r), 0);
     cr_assert_eq(jint(j, "attempt"), 2);
     snprintf(lease, sizeof(lease), "%s", jstr(j, "lease"));
@@ -189,16 +189,16 @@ Test(ops, fail_extend_job_and_dead_letters)
     cr_assert_eq(jint(r, "count"), 1);
     json_decref(r);
     cr_assert_eq(depth(c, "TENa"), 1, "a retried dead job is back in its lane");
-    assert_err_free(emq_call(c, "{\"op\":\"dead\",\"queue\":\"o\",\"action\":\"nuke\"}"), "EARG");
+    assert_err_free(tc_call(c, "{\"op\":\"dead\",\"queue\":\"o\",\"action\":\"nuke\"}"), "EARG");
     assert_check_clean(c, "o");
-    emq_close(c);
+    tc_close(c);
 }
 
 Test(ops, complete_resent_after_success_is_answered_the_same)
 {
-    struct emq_conn *c = fx_conn();
+    struct tc_conn *c = fx_conn();
     enqueue(c, "o", "JOB1", "TENa");
-    json_t *r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"o\"}");
+    json_t *r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"o\"}");
     json_t *j = json_array_get(claim_jobs(r), 0);
     for (int i = 0; i < 2; i++) {
         json_t *d = OK(c, "{\"op\":\"complete\",\"queue\":\"o\",\"job\":\"JOB1\",\"lease\":\"%s\"}",
@@ -207,19 +207,19 @@ Test(ops, complete_resent_after_success_is_answered_the_same)
         json_decref(d);
     }
     json_decref(r);
-    emq_close(c);
+    tc_close(c);
 }
 
 Test(ops, a_push_never_precedes_the_stream_reply)
 {
-    struct emq_conn *c = fx_conn();
+    struct tc_conn *c = fx_conn();
     enqueue(c, "o", "JOB1", "TENa");
     /* A parked claim on an empty queue holds the line for 300 ms; the
      * stream behind it must not push before its own reply is out. */
     const char *two = "{\"op\":\"claim\",\"ref\":1,\"queue\":\"empty\",\"wait_ms\":300}\n"
                       "{\"op\":\"stream\",\"ref\":2,\"queue\":\"o\",\"credit\":1}\n";
-    cr_assert_eq(emq_send(c, two, strlen(two)), 0);
-    json_t *first = emq_read(c, 3000), *second = emq_read(c, 3000), *third = emq_read(c, 3000);
+    cr_assert_eq(tc_send(c, two, strlen(two)), 0);
+    json_t *first = tc_read(c, 3000), *second = tc_read(c, 3000), *third = tc_read(c, 3000);
     cr_assert(first && second && third, "three frames expected");
     cr_assert_eq(jint(first, "ref"), 1);
     cr_assert_eq(jint(second, "ref"), 2);
@@ -228,47 +228,47 @@ Test(ops, a_push_never_precedes_the_stream_reply)
     json_decref(first);
     json_decref(second);
     json_decref(third);
-    emq_close(c);
+    tc_close(c);
 }
 
 Test(ops, a_stream_gets_its_credit_back_when_a_lease_runs_out)
 {
-    struct emq_conn *c = fx_conn();
+    struct tc_conn *c = fx_conn();
     enqueue(c, "o", "JOB1", "TENa");
     json_decref(OK(c, "{\"op\":\"stream\",\"queue\":\"o\",\"credit\":1,\"lease_ms\":300}"));
-    json_t *p = emq_read(c, 3000);
+    json_t *p = tc_read(c, 3000);
     cr_assert_not_null(p);
     cr_assert_eq(jint(p, "attempt"), 1);
     json_decref(p);
     /* The worker sits on it; the lease runs out, the reaper re-queues the
      * job, and the stream, its credit returned, is pushed it again. */
-    p = emq_read(c, 5000);
+    p = tc_read(c, 5000);
     cr_assert_not_null(p, "the stream stalled on a lease that ran out");
     cr_assert_str_eq(jstr(p, "job"), "JOB1");
     cr_assert_eq(jint(p, "attempt"), 2);
     json_decref(p);
-    emq_close(c);
+    tc_close(c);
 }
 
 Test(ops, quit_runs_nothing_after_it)
 {
-    struct emq_conn *c = fx_conn();
+    struct tc_conn *c = fx_conn();
     const char *lines = "{\"op\":\"quit\"}\n"
                         "{\"op\":\"enqueue\",\"queue\":\"o\",\"job\":\"JOBlate\",\"payload\":1}\n";
-    cr_assert_eq(emq_send(c, lines, strlen(lines)), 0);
-    json_t *r = emq_read(c, 3000);
+    cr_assert_eq(tc_send(c, lines, strlen(lines)), 0);
+    json_t *r = tc_read(c, 3000);
     assert_ok(r);
     json_decref(r);
-    cr_assert(emq_read_eof(c, 3000), "the connection closes after quit");
-    emq_close(c);
+    cr_assert(tc_read_eof(c, 3000), "the connection closes after quit");
+    tc_close(c);
     c = fx_conn();
-    assert_err_free(emq_call(c, "{\"op\":\"job\",\"queue\":\"o\",\"job\":\"JOBlate\"}"), "ENOJOB");
-    emq_close(c);
+    assert_err_free(tc_call(c, "{\"op\":\"job\",\"queue\":\"o\",\"job\":\"JOBlate\"}"), "ENOJOB");
+    tc_close(c);
 }
 
 Test(ops, hostile_json_is_refused_and_writes_nothing)
 {
-    struct emq_conn *c = fx_conn();
+    struct tc_conn *c = fx_conn();
     char deep[400];
     size_t n = 0;
     n += (size_t)snprintf(deep, sizeof(deep), "{\"op\":\"enqueue\",\"queue\":\"o\",\"payload\":");
@@ -278,22 +278,21 @@ Test(ops, hostile_json_is_refused_and_writes_nothing)
         deep[n++] = ']';
     deep[n++] = '}';
     deep[n] = '\0';
-    assert_err_free(emq_call(c, "%s", deep), "EPROTO");
+    assert_err_free(tc_call(c, "%s", deep), "EPROTO");
     assert_err_free(
-        emq_call(c, "{\"op\":\"enqueue\",\"queue\":\"o\",\"queue\":\"p\",\"payload\":1}"),
-        "EPROTO");
-    assert_err_free(emq_call(c, "{\"op\":\"enqueue\",\"queue\":\"o\",\"payload\":\"\xc3\x28\"}"),
+        tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"o\",\"queue\":\"p\",\"payload\":1}"), "EPROTO");
+    assert_err_free(tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"o\",\"payload\":\"\xc3\x28\"}"),
                     "EPROTO");
-    assert_err_free(emq_call(c, "{\"op\":\"enqueue\",\"queue\":\"o}x\",\"payload\":1}"), "EQUEUE");
-    assert_err_free(emq_call(c, "{\"op\":\"enqueue\",\"queue\":\"o\",\"group\":\"TEN a:b\","
-                                "\"payload\":1}"),
+    assert_err_free(tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"o}x\",\"payload\":1}"), "EQUEUE");
+    assert_err_free(tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"o\",\"group\":\"TEN a:b\","
+                               "\"payload\":1}"),
                     "EBRAND");
     json_t *st = OK(c, "{\"op\":\"stats\",\"queue\":\"o\"}");
     cr_assert_eq(jint(st, "pending"), 0);
     cr_assert_eq(jint(st, "delayed"), 0);
     json_decref(st);
     json_decref(OK(c, "{\"op\":\"ping\"}"));
-    emq_close(c);
+    tc_close(c);
 }
 
 Test(ops, token_gates_every_op_and_repeated_failures_disconnect)
@@ -302,27 +301,27 @@ Test(ops, token_gates_every_op_and_repeated_failures_disconnect)
     const char *const extra[] = {"--token", "s3cret", NULL};
     cr_assert_eq(redis_server_start(&fx_redis, NULL), 0);
     cr_assert_eq(emqd_start(&fx_emqd, fx_redis.port, extra), 0);
-    struct emq_conn *c = fx_conn();
+    struct tc_conn *c = fx_conn();
     json_decref(OK(c, "{\"op\":\"ping\"}"));
-    assert_err_free(emq_call(c, "{\"op\":\"depth\",\"queue\":\"o\"}"), "EAUTH");
-    assert_err_free(emq_call(c, "{\"op\":\"nosuchop\"}"), "EAUTH");
-    assert_err_free(emq_call(c, "{\"op\":\"hello\",\"protocol\":1,\"token\":\"wrong\"}"), "EAUTH");
+    assert_err_free(tc_call(c, "{\"op\":\"depth\",\"queue\":\"o\"}"), "EAUTH");
+    assert_err_free(tc_call(c, "{\"op\":\"nosuchop\"}"), "EAUTH");
+    assert_err_free(tc_call(c, "{\"op\":\"hello\",\"protocol\":1,\"token\":\"wrong\"}"), "EAUTH");
     json_decref(OK(c, "{\"op\":\"hello\",\"protocol\":1,\"token\":\"s3cret\"}"));
     json_decref(OK(c, "{\"op\":\"depth\",\"queue\":\"o\"}"));
-    assert_err_free(emq_call(c, "{\"op\":\"nosuchop\"}"), "EUNKNOWN");
-    emq_close(c);
+    assert_err_free(tc_call(c, "{\"op\":\"nosuchop\"}"), "EUNKNOWN");
+    tc_close(c);
 
     c = fx_conn();
     for (int i = 0; i < 3; i++)
-        assert_err_free(emq_call(c, "{\"op\":\"hello\",\"protocol\":1,\"token\":\"x%d\"}", i),
+        assert_err_free(tc_call(c, "{\"op\":\"hello\",\"protocol\":1,\"token\":\"x%d\"}", i),
                         "EAUTH");
-    cr_assert(emq_read_eof(c, 3000), "three failed hellos close the connection");
-    emq_close(c);
+    cr_assert(tc_read_eof(c, 3000), "three failed hellos close the connection");
+    tc_close(c);
 }
 
 Test(ops, enqueue_many_answers_each_item_in_input_order)
 {
-    struct emq_conn *c = fx_conn();
+    struct tc_conn *c = fx_conn();
     json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"o\",\"job\":\"JOBdup\",\"payload\":0}"));
     json_t *r = OK(c, "{\"op\":\"enqueue_many\",\"queue\":\"o\",\"group\":\"TENa\",\"jobs\":["
                       "{\"payload\":1},"
@@ -344,7 +343,7 @@ Test(ops, enqueue_many_answers_each_item_in_input_order)
     cr_assert_eq(depth(c, "TENa"), 1, "the batch default group");
     cr_assert_eq(depth(c, "TENb"), 1, "an item's own group wins");
     assert_check_clean(c, "o");
-    emq_close(c);
+    tc_close(c);
 }
 
 Test(ops, enqueue_many_over_the_batch_limit_is_refused_whole)
@@ -352,22 +351,22 @@ Test(ops, enqueue_many_over_the_batch_limit_is_refused_whole)
     fx_teardown();
     const char *const extra[] = {"--max-batch", "2", NULL};
     fx_start(extra);
-    struct emq_conn *c = fx_conn();
-    assert_err_free(emq_call(c, "{\"op\":\"enqueue_many\",\"queue\":\"o\",\"jobs\":"
-                                "[{\"payload\":1},{\"payload\":2},{\"payload\":3}]}"),
+    struct tc_conn *c = fx_conn();
+    assert_err_free(tc_call(c, "{\"op\":\"enqueue_many\",\"queue\":\"o\",\"jobs\":"
+                               "[{\"payload\":1},{\"payload\":2},{\"payload\":3}]}"),
                     "ELIMIT");
     json_t *st = OK(c, "{\"op\":\"stats\",\"queue\":\"o\"}");
     cr_assert_eq(jint(st, "pending"), 0, "nothing of a refused batch lands");
     json_decref(st);
-    emq_close(c);
+    tc_close(c);
 }
 
 Test(ops, release_and_reap_give_jobs_back)
 {
-    struct emq_conn *c = fx_conn();
+    struct tc_conn *c = fx_conn();
     enqueue(c, "o", "JOB1", "TENa");
     enqueue(c, "o", "JOB2", "TENb");
-    json_t *r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"count\":2,\"lease_ms\":100}");
+    json_t *r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"count\":2,\"lease_ms\":100}");
     json_t *jobs = claim_jobs(r);
     cr_assert_eq(json_array_size(jobs), 2);
     json_t *a = json_array_get(jobs, 0);
@@ -382,44 +381,44 @@ Test(ops, release_and_reap_give_jobs_back)
     json_decref(row);
     json_decref(r);
 
-    emq_sleep_ms(150);
+    tc_sleep_ms(150);
     json_t *rp = OK(c, "{\"op\":\"reap\",\"queue\":\"o\",\"group\":\"TENb\"}");
     /* The daemon's own reaper may have been first: 0 or 1, never more. */
     cr_assert_leq(jint(rp, "reaped"), 1);
     json_decref(rp);
     cr_assert_eq(depth(c, "TENa") + depth(c, "TENb"), 2, "both jobs are pending again");
     assert_check_clean(c, "o");
-    emq_close(c);
+    tc_close(c);
 }
 
 Test(ops, a_delayed_job_is_promoted_by_the_daemon)
 {
-    struct emq_conn *c = fx_conn();
+    struct tc_conn *c = fx_conn();
     json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"o\",\"job\":\"JOBlater\",\"group\":\"TENa\","
                       "\"payload\":1,\"delay_ms\":300}"));
-    json_t *r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"o\"}");
+    json_t *r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"o\"}");
     cr_assert_eq(json_array_size(claim_jobs(r)), 0, "not before it is due");
     json_decref(r);
-    long long t0 = emq_now_ms();
-    r = emq_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"wait_ms\":3000}");
-    long long dt = emq_now_ms() - t0;
+    long long t0 = tc_now_ms();
+    r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"wait_ms\":3000}");
+    long long dt = tc_now_ms() - t0;
     json_t *jobs = claim_jobs(r);
     cr_assert_eq(json_array_size(jobs), 1, "promoted and handed to the parked claim");
     cr_assert_str_eq(jstr(json_array_get(jobs, 0), "job"), "JOBlater");
     /* Due in 300 ms: the daemon wakes for it, not at its next 1 s pass. */
     cr_assert_lt(dt, 800, "promotion took %lld ms", dt);
     json_decref(r);
-    emq_close(c);
+    tc_close(c);
 }
 
 Test(ops, stream_credit_zero_stops_and_raising_it_resumes)
 {
-    struct emq_conn *c = fx_conn();
+    struct tc_conn *c = fx_conn();
     json_decref(OK(c, "{\"op\":\"stream\",\"queue\":\"o\",\"credit\":0}"));
     enqueue(c, "o", "JOB1", "TENa");
-    cr_assert_null(emq_read(c, 300), "credit 0: nothing is pushed");
+    cr_assert_null(tc_read(c, 300), "credit 0: nothing is pushed");
     json_decref(OK(c, "{\"op\":\"stream\",\"queue\":\"o\",\"credit\":1}"));
-    json_t *p = emq_read(c, 3000);
+    json_t *p = tc_read(c, 3000);
     cr_assert_not_null(p, "credit raised: the job comes");
     cr_assert_str_eq(jstr(p, "job"), "JOB1");
     json_t *d = OK(c, "{\"op\":\"complete\",\"queue\":\"o\",\"job\":\"JOB1\",\"lease\":\"%s\"}",
@@ -428,7 +427,7 @@ Test(ops, stream_credit_zero_stops_and_raising_it_resumes)
     json_decref(p);
     json_decref(OK(c, "{\"op\":\"stream\",\"queue\":\"o\",\"credit\":0}"));
     enqueue(c, "o", "JOB2", "TENa");
-    cr_assert_null(emq_read(c, 300), "stopped again: nothing is pushed");
+    cr_assert_null(tc_read(c, 300), "stopped again: nothing is pushed");
     cr_assert_eq(depth(c, "TENa"), 1, "the job waits in its lane");
-    emq_close(c);
+    tc_close(c);
 }

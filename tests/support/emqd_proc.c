@@ -19,14 +19,14 @@
 
 #include "redis_server.h"
 
-long long emq_now_ms(void)
+long long tc_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void emq_sleep_ms(long ms)
+void tc_sleep_ms(long ms)
 {
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
@@ -99,7 +99,7 @@ int emqd_start(struct emqd_proc *p, int redis_port, const char *const *extra)
             close(fd);
             return 0;
         }
-        emq_sleep_ms(10);
+        tc_sleep_ms(10);
     }
     emqd_kill(p);
     return -ETIMEDOUT;
@@ -118,7 +118,7 @@ int emqd_stop(struct emqd_proc *p)
                 return WEXITSTATUS(status);
             return 128 + WTERMSIG(status);
         }
-        emq_sleep_ms(10);
+        tc_sleep_ms(10);
     }
     emqd_kill(p);
     return -1;
@@ -133,12 +133,12 @@ void emqd_kill(struct emqd_proc *p)
     p->pid = 0;
 }
 
-struct emq_conn *emq_connect(int port)
+struct tc_conn *tc_connect(int port)
 {
     int fd = tcp_connect(port);
     if (fd < 0)
         return NULL;
-    struct emq_conn *c = malloc(sizeof(*c));
+    struct tc_conn *c = malloc(sizeof(*c));
     if (c == NULL) {
         close(fd);
         return NULL;
@@ -148,7 +148,7 @@ struct emq_conn *emq_connect(int port)
     return c;
 }
 
-struct emq_conn *emq_close(struct emq_conn *c)
+struct tc_conn *tc_close(struct tc_conn *c)
 {
     if (c != NULL) {
         close(c->fd);
@@ -157,7 +157,7 @@ struct emq_conn *emq_close(struct emq_conn *c)
     return NULL;
 }
 
-int emq_send(struct emq_conn *c, const char *data, size_t len)
+int tc_send(struct tc_conn *c, const char *data, size_t len)
 {
     while (len > 0) {
         ssize_t w = send(c->fd, data, len, MSG_NOSIGNAL);
@@ -172,24 +172,24 @@ int emq_send(struct emq_conn *c, const char *data, size_t len)
     return 0;
 }
 
-int emq_send_line(struct emq_conn *c, const char *line)
+int tc_send_line(struct tc_conn *c, const char *line)
 {
-    int rc = emq_send(c, line, strlen(line));
-    return rc != 0 ? rc : emq_send(c, "\n", 1);
+    int rc = tc_send(c, line, strlen(line));
+    return rc != 0 ? rc : tc_send(c, "\n", 1);
 }
 
 /* Fill the buffer until it holds a newline; its index, or -1 on timeout
  * and -2 on EOF or error. */
-static long fill_line(struct emq_conn *c, int timeout_ms)
+static long fill_line(struct tc_conn *c, int timeout_ms)
 {
-    long long deadline = emq_now_ms() + timeout_ms;
+    long long deadline = tc_now_ms() + timeout_ms;
     for (;;) {
         char *nl = memchr(c->buf, '\n', c->len);
         if (nl != NULL)
             return nl - c->buf;
         if (c->len == sizeof(c->buf))
             return -2;
-        long long left = deadline - emq_now_ms();
+        long long left = deadline - tc_now_ms();
         if (left <= 0)
             return -1;
         struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
@@ -207,7 +207,7 @@ static long fill_line(struct emq_conn *c, int timeout_ms)
     }
 }
 
-json_t *emq_read(struct emq_conn *c, int timeout_ms)
+json_t *tc_read(struct tc_conn *c, int timeout_ms)
 {
     long nl = fill_line(c, timeout_ms);
     if (nl < 0)
@@ -218,12 +218,12 @@ json_t *emq_read(struct emq_conn *c, int timeout_ms)
     return v;
 }
 
-int emq_read_eof(struct emq_conn *c, int timeout_ms)
+int tc_read_eof(struct tc_conn *c, int timeout_ms)
 {
     return fill_line(c, timeout_ms) == -2;
 }
 
-json_t *emq_call(struct emq_conn *c, const char *fmt, ...)
+json_t *tc_call(struct tc_conn *c, const char *fmt, ...)
 {
     char stack[8192];
     char *line = stack;
@@ -241,36 +241,36 @@ json_t *emq_call(struct emq_conn *c, const char *fmt, ...)
         vsnprintf(line, (size_t)n + 1, fmt, ap);
         va_end(ap);
     }
-    int rc = emq_send_line(c, line);
+    int rc = tc_send_line(c, line);
     if (line != stack)
         free(line);
-    return rc == 0 ? emq_read(c, 5000) : NULL;
+    return rc == 0 ? tc_read(c, 5000) : NULL;
 }
 
-const char *emq_error(const json_t *reply)
+const char *tc_error(const json_t *reply)
 {
     const char *e = json_string_value(json_object_get(reply, "error"));
     return e != NULL ? e : "";
 }
 
-int emq_ok(const json_t *reply)
+int tc_ok(const json_t *reply)
 {
     return json_is_true(json_object_get(reply, "ok"));
 }
 
 int emqd_await_backend(struct emqd_proc *p)
 {
-    struct emq_conn *c = emq_connect(p->port);
+    struct tc_conn *c = tc_connect(p->port);
     if (c == NULL)
         return -ECONNREFUSED;
     int ok = 0;
-    for (long long t0 = emq_now_ms(); !ok && emq_now_ms() - t0 < 5000;) {
-        json_t *r = emq_call(c, "{\"op\":\"depth\",\"queue\":\"emq-test-ready\"}");
-        ok = emq_ok(r);
+    for (long long t0 = tc_now_ms(); !ok && tc_now_ms() - t0 < 5000;) {
+        json_t *r = tc_call(c, "{\"op\":\"depth\",\"queue\":\"emq-test-ready\"}");
+        ok = tc_ok(r);
         json_decref(r);
         if (!ok)
-            emq_sleep_ms(20);
+            tc_sleep_ms(20);
     }
-    emq_close(c);
+    tc_close(c);
     return ok ? 0 : -ETIMEDOUT;
 }

@@ -32,44 +32,44 @@ int emqd_stop(struct emqd_proc *p);
 void emqd_kill(struct emqd_proc *p);
 
 /* A blocking connection to emqd with a line buffer. */
-struct emq_conn {
+struct tc_conn {
     int fd;
     size_t len;
     char buf[1 << 20];
 };
 
 /* Connect to 127.0.0.1:port; NULL on failure. */
-struct emq_conn *emq_connect(int port);
+struct tc_conn *tc_connect(int port);
 
 /* Close and free; returns NULL. */
-struct emq_conn *emq_close(struct emq_conn *c);
+struct tc_conn *tc_close(struct tc_conn *c);
 
 /* Write all of data (no newline is added). 0 or -errno. */
-int emq_send(struct emq_conn *c, const char *data, size_t len);
+int tc_send(struct tc_conn *c, const char *data, size_t len);
 
 /* Write line plus a newline. */
-int emq_send_line(struct emq_conn *c, const char *line);
+int tc_send_line(struct tc_conn *c, const char *line);
 
 /* Read one line and parse it; NULL on timeout, EOF or bad JSON. */
-json_t *emq_read(struct emq_conn *c, int timeout_ms);
+json_t *tc_read(struct tc_conn *c, int timeout_ms);
 
 /* True if the peer closed the connection within timeout_ms (no more lines). */
-int emq_read_eof(struct emq_conn *c, int timeout_ms);
+int tc_read_eof(struct tc_conn *c, int timeout_ms);
 
 /* Send one request (printf-style JSON text) and read its reply (5 s).
  * Caller owns the result; NULL on timeout. */
-json_t *emq_call(struct emq_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+json_t *tc_call(struct tc_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The reply's "error" code, or "" if none. */
-const char *emq_error(const json_t *reply);
+const char *tc_error(const json_t *reply);
 
 /* True if reply is {"ok":true,...}. */
-int emq_ok(const json_t *reply);
+int tc_ok(const json_t *reply);
 
 /* Milliseconds on a monotonic clock. */
-long long emq_now_ms(void);
+long long tc_now_ms(void);
 
 /* Sleep ms milliseconds. */
-void emq_sleep_ms(long ms);
+void tc_sleep_ms(long ms);
 
 #endif
