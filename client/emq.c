@@ -1,0 +1,2 @@
+/* placeholder: libemq arrives with issue 4 */
+#include "emq.h"

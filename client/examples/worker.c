@@ -1,0 +1,6 @@
+/* placeholder */
+#include "emq.h"
+int main(void)
+{
+    return 2;
+}
