@@ -49,7 +49,7 @@ enum emq_code {
     EMQ_EINTERNAL,
     EMQ_ELIMIT,
     /* Library codes. */
-    EMQ_ECLIENT = 100, /* not a code: the first library code */
+    EMQ_ECLIENT = 100,     /* not a code: the first library code */
     EMQ_EIO = EMQ_ECLIENT, /* cannot connect, or the connection broke */
     EMQ_ETIMEOUT,          /* no reply within the timeout; connection unusable */
     EMQ_EBADREPLY,         /* the server sent a line the library cannot read */
@@ -73,6 +73,7 @@ struct emq_options {
     const char *token;     /* sent in hello when set */
     const char *name;      /* client name sent in hello (informational) */
     int timeout_ms;        /* connect and per-reply timeout; default 10000, <0: none */
+    char host_buf[256];    /* storage emq_parse_addr uses for the host it parses */
 };
 
 /* One connection. Opaque. */
@@ -85,11 +86,16 @@ struct emq;
 int emq_connect(struct emq **out, const struct emq_options *opts);
 
 /* Parse "HOST:PORT", "[V6]:PORT", "PORT", or "unix:PATH" / a path starting
- * with '/' into opts (strings point into addr). EMQ_EUSAGE if malformed. */
+ * with '/' into opts: sets host (copied into opts->host_buf, so opts must
+ * outlive its use) and port, or unix_path (pointing into addr); "PORT"
+ * alone keeps opts->host. Other fields are untouched. EMQ_EUSAGE if
+ * malformed (a bare IPv6 literal needs brackets). */
 int emq_parse_addr(struct emq_options *opts, const char *addr);
 
-/* Say quit, close and free. Safe with NULL. Leases the connection holds are
- * released by the server (protocol 6.4). */
+/* Say quit, close and free. Safe with NULL. On a working connection it
+ * waits (at most 2 s, ignoring interrupts) for quit's reply, so every
+ * request sent has been read by the server. Leases the connection holds
+ * are released by the server (protocol 6.4). */
 void emq_close(struct emq *c);
 
 /* The message for the last failure on c ("" if none). Valid until the next
@@ -100,8 +106,13 @@ const char *emq_errmsg(const struct emq *c);
 int emq_errcode(const struct emq *c);
 
 /* Make the current or next blocking call on c return EMQ_EINTR at once.
- * Async-signal-safe: meant for SIGTERM/SIGINT handlers. The connection
- * stays usable; emq_interrupted() tells whether it was called. */
+ * Async-signal-safe (one write(2) to a pipe): meant for SIGTERM/SIGINT
+ * handlers, or another thread. The call that returns EMQ_EINTR consumes
+ * the interrupt; later calls work normally. A request line is always
+ * written whole, so the connection stays usable; but a request already
+ * sent is abandoned, not cancelled: the server still executes it (a
+ * `complete` may have completed) and the library skips its reply when it
+ * comes. emq_interrupted() stays true once emq_interrupt was called. */
 void emq_interrupt(struct emq *c);
 bool emq_interrupted(const struct emq *c);
 
@@ -112,6 +123,236 @@ bool emq_interrupted(const struct emq *c);
  * emq_next_push / emq_stream_run. This is the escape hatch every typed call
  * below is built on. */
 int emq_request(struct emq *c, json_t *request, json_t **reply);
+
+/* Take the oldest push received on c (pushes that arrived during other
+ * calls first, in arrival order), waiting up to timeout_ms (<0: forever)
+ * for one. *push is a new reference the caller must json_decref, or NULL
+ * when none came in time (then the result is EMQ_OK: waiting for a push
+ * owes the server nothing, so a timeout does not break the connection). */
+int emq_next_push(struct emq *c, json_t **push, int timeout_ms);
+
+/* ---- Typed calls, one per op of protocol section 5 ---------------------
+ *
+ * All are blocking and return EMQ_OK or a code, as emq_request. Strings
+ * are borrowed. Output parameters hold results only on EMQ_OK. Arguments
+ * are checked by the server (a bad queue name is EMQ_EQUEUE, and so on);
+ * the library only refuses NULL where a value is required (EMQ_EUSAGE). */
+
+/* Room for any id the protocol allows (job and group ids are at most 67
+ * bytes), with its NUL. */
+#define EMQ_ID_SIZE 68
+
+/* A job's state, as the protocol names it ("pending", ...). */
+enum emq_state {
+    EMQ_STATE_UNKNOWN = 0, /* a name this library does not know */
+    EMQ_STATE_PENDING,
+    EMQ_STATE_ACTIVE,
+    EMQ_STATE_DELAYED,
+    EMQ_STATE_DEAD,
+    EMQ_STATE_COMPLETED,
+};
+
+/* The wire name of a state ("pending", ...; "unknown"). */
+const char *emq_state_name(enum emq_state state);
+
+/* The state for a wire name; EMQ_STATE_UNKNOWN if none. */
+enum emq_state emq_state_from_name(const char *name);
+
+/* A leased job (protocol 6.7), from emq_claim, emq_next_job or
+ * emq_stream_run. Every pointer is owned by the struct; free the whole
+ * with emq_job_free. The settle calls read only queue, job and lease, so
+ * a caller that keeps just those may fill a zeroed struct on the stack. */
+struct emq_job {
+    char *queue;
+    char *job;
+    char *group;           /* NULL for an ungrouped (flat) job */
+    char *lease;           /* the fencing token: send it back exactly */
+    int attempt;           /* leases so far, this one included (1 on first delivery) */
+    long long lease_until; /* deadline, ms on the backend's clock (advisory) */
+    json_t *payload;       /* the payload (one reference owned by the job) */
+    char *payload_text;    /* the payload as compact JSON text */
+    /* CLOCK_MONOTONIC ms when the library read the job: a worker's own
+     * lease timer starts here (lease_until is on the backend's clock). */
+    long long received_ms;
+};
+
+/* Free a job from this library and everything it owns. Safe with NULL. */
+void emq_job_free(struct emq_job *job);
+
+/* Free an array of n jobs from emq_claim (the jobs and the array). */
+void emq_jobs_free(struct emq_job **jobs, size_t n);
+
+/* enqueue / enqueue_many item options. Zero-initialise: every field then
+ * takes the daemon's default. */
+struct emq_enqueue_opts {
+    const char *job;    /* the job id (idempotency key); NULL: the daemon mints one */
+    const char *group;  /* the group id; NULL: ungrouped (enqueue_many: the batch group) */
+    long long delay_ms; /* > 0: the job starts delayed */
+    int max_attempts;   /* 0: daemon default; > 0: that many; EMQ_ATTEMPTS_UNLIMITED */
+};
+#define EMQ_ATTEMPTS_UNLIMITED (-1)
+
+/* The outcome of one admitted job. */
+struct emq_enqueued {
+    char job[EMQ_ID_SIZE]; /* the id, minted or given */
+    bool duplicate;        /* true: a row with this id existed; nothing changed */
+};
+
+/* Admit one job to queue. payload is borrowed (any JSON value; not NULL).
+ * opts may be NULL. out may be NULL. */
+int emq_enqueue(struct emq *c, const char *queue, json_t *payload,
+                const struct emq_enqueue_opts *opts, struct emq_enqueued *out);
+
+/* One item of an enqueue_many batch: a payload (borrowed) and its options. */
+struct emq_item {
+    json_t *payload;
+    struct emq_enqueue_opts opts;
+};
+
+/* One item's verdict in an enqueue_many reply. */
+struct emq_item_result {
+    int code; /* EMQ_OK, or the item's own error (EMQ_EKIND, EMQ_ETOOBIG, ...) */
+    struct emq_enqueued enqueued; /* when code is EMQ_OK */
+    char message[256];            /* when code is not EMQ_OK: the server's message (truncated) */
+};
+
+/* Admit n items to queue in one request (protocol 5.5: not a transaction;
+ * every item gets its own verdict). group (may be NULL) is the default for
+ * items without one. results (n entries, may be NULL) receives the
+ * verdicts in input order. EMQ_OK even when some or all items failed. */
+int emq_enqueue_many(struct emq *c, const char *queue, const char *group,
+                     const struct emq_item *items, size_t n, struct emq_item_result *results);
+
+/* claim options. Zero-initialise: count 1, the daemon's lease, no wait,
+ * grouped work. */
+struct emq_claim_opts {
+    int count;    /* 0: 1 */
+    int lease_ms; /* 0: the daemon's --lease-ms */
+    int wait_ms;  /* > 0: park up to this long for work (extends the timeout) */
+    bool flat;    /* true: ungrouped work only; false: grouped work only */
+};
+
+/* Lease up to opts->count jobs of queue. On EMQ_OK, *jobs is a new array of
+ * *n jobs (possibly 0, then *jobs is NULL) to free with emq_jobs_free. */
+int emq_claim(struct emq *c, const char *queue, const struct emq_claim_opts *opts,
+              struct emq_job ***jobs, size_t *n);
+
+/* Open (or re-credit) the stream of queue: the server pushes leased jobs,
+ * never more than credit unsettled (0 stops pushes). lease_ms 0: the
+ * daemon's default. flat as for claim. Receive the jobs with emq_next_job
+ * or emq_stream_run; settle each with complete / fail / release. */
+int emq_stream(struct emq *c, const char *queue, int credit, int lease_ms, bool flat);
+
+/* The next pushed job, waiting up to timeout_ms (<0: forever). On EMQ_OK
+ * *job is a new job (the caller frees it with emq_job_free) or NULL when
+ * none came in time. Push kinds other than "job" are skipped. */
+int emq_next_job(struct emq *c, struct emq_job **job, int timeout_ms);
+
+/* Called by emq_stream_run for each pushed job. The job is borrowed: it is
+ * freed when the callback returns (copy what must outlive it). Return 0
+ * to go on, anything else to make emq_stream_run return that value. */
+typedef int (*emq_job_cb)(struct emq *c, struct emq_job *job, void *arg);
+
+/* Deliver pushed jobs to cb, in arrival order, until cb returns non-zero
+ * (that value is returned) or a call fails (EMQ_EIO when the connection
+ * drops, EMQ_EINTR after emq_interrupt). The callback may make any call on
+ * c (complete, extend, ...); jobs pushed meanwhile wait their turn. */
+int emq_stream_run(struct emq *c, emq_job_cb cb, void *arg);
+
+/* Settle a lease as done (protocol 5.8). Reads job->queue, job, lease. */
+int emq_complete(struct emq *c, const struct emq_job *job);
+
+/* fail options. Zero-initialise: no error text, the daemon's backoff. */
+struct emq_fail_opts {
+    const char *error;  /* recorded on the row; NULL: "" */
+    long long retry_ms; /* 0: backoff (6.2); > 0: retry after this; EMQ_RETRY_NOW */
+    bool dead;          /* dead-letter now */
+};
+#define EMQ_RETRY_NOW (-1)
+
+/* Settle a lease as failed (protocol 5.9). opts may be NULL. *state (may
+ * be NULL) receives the job's new state: delayed, pending or dead. */
+int emq_fail(struct emq *c, const struct emq_job *job, const struct emq_fail_opts *opts,
+             enum emq_state *state);
+
+/* Give a lease back unfinished (protocol 5.10), attempt counted. error may
+ * be NULL (the daemon's default text). *state (may be NULL): pending or
+ * dead. */
+int emq_release(struct emq *c, const struct emq_job *job, const char *error, enum emq_state *state);
+
+/* Heartbeat a lease: its deadline becomes now + lease_ms (protocol 5.11).
+ * On EMQ_OK job->lease_until is updated. */
+int emq_extend(struct emq *c, struct emq_job *job, int lease_ms);
+
+/* Set one group's concurrency ceiling; max 0 removes it (protocol 5.12). */
+int emq_limit(struct emq *c, const char *queue, const char *group, int max);
+
+/* Pause / resume one group (5.13, 5.14). *changed (may be NULL): whether
+ * the group's paused flag changed. */
+int emq_pause(struct emq *c, const char *queue, const char *group, bool *changed);
+int emq_resume(struct emq *c, const char *queue, const char *group, bool *changed);
+
+/* Move a pending job to group's lane (5.15). from (may be NULL, else
+ * EMQ_ID_SIZE bytes) receives the source group, "" when it was ungrouped. */
+int emq_reassign(struct emq *c, const char *queue, const char *job, const char *group, char *from);
+
+/* Delete a group's pending backlog (5.16); *drained (may be NULL): how many. */
+int emq_drain(struct emq *c, const char *queue, const char *group, long long *drained);
+
+/* Pending jobs in group's lane, or with group NULL the flat set (5.17). */
+int emq_depth(struct emq *c, const char *queue, const char *group, long long *depth);
+
+/* Recover expired leases now, of group or (NULL) queue-wide (5.18). */
+int emq_reap(struct emq *c, const char *queue, const char *group, long long *reaped);
+
+/* Queue-wide counts (5.19). */
+struct emq_stats {
+    long long pending, active, delayed, dead;
+    long long ring;   /* lanes serviceable now */
+    long long groups; /* registered groups */
+    long long paused; /* paused groups */
+    long long flat;   /* pending in the flat set */
+};
+int emq_stats(struct emq *c, const char *queue, struct emq_stats *stats);
+
+/* One entry of a groups page (5.20). */
+struct emq_group_info {
+    char group[EMQ_ID_SIZE];
+    long long depth, active;
+    long long limit; /* 0: no ceiling */
+    bool paused;
+};
+
+/* One page of the group registry (5.20). cursor NULL or "0" starts; count
+ * 0 is the daemon's default page size. On EMQ_OK *groups is a new array of
+ * *n entries (free() it; NULL when 0) and next (33 bytes) the cursor to
+ * pass back, "0" when done. */
+int emq_groups(struct emq *c, const char *queue, const char *cursor, int count,
+               struct emq_group_info **groups, size_t *n, char next[33]);
+
+/* One job's row (5.21): *row is a new reference to the reply's "job"
+ * object (fields job, state, group, payload, attempts, max_attempts,
+ * created_ms, lease_until, error, finished_ms as present). */
+int emq_job_row(struct emq *c, const char *queue, const char *job, json_t **row);
+
+/* The state of a job's row, a shortcut over emq_job_row. */
+int emq_job_state(struct emq *c, const char *queue, const char *job, enum emq_state *state);
+
+/* The dead set (5.22). list: *jobs is a new reference to the array of
+ * {"job","group","attempts","error","died_ms"}, oldest death first, at
+ * most limit (0: the daemon's default). retry / purge: job NULL takes the
+ * oldest limit dead jobs, else that one job; *count (may be NULL) is how
+ * many were moved. */
+int emq_dead_list(struct emq *c, const char *queue, int limit, json_t **jobs);
+int emq_dead_retry(struct emq *c, const char *queue, const char *job, int limit, long long *count);
+int emq_dead_purge(struct emq *c, const char *queue, const char *job, int limit, long long *count);
+
+/* Verify the queue's store invariants (5.23): *violations is a new
+ * reference to an array of sentences, empty when all hold. */
+int emq_check(struct emq *c, const char *queue, json_t **violations);
+
+/* Round trip to the server (5.2). */
+int emq_ping(struct emq *c);
 
 #ifdef __cplusplus
 }

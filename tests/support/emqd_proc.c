@@ -53,6 +53,11 @@ static int tcp_connect(int port)
 
 int emqd_start(struct emqd_proc *p, int redis_port, const char *const *extra)
 {
+    return emqd_start_on(p, redis_port, 0, extra);
+}
+
+int emqd_start_on(struct emqd_proc *p, int redis_port, int port, const char *const *extra)
+{
     const char *bin = getenv("EMQD");
     char redis[64], listen[64];
     const char *argv[64];
@@ -60,7 +65,7 @@ int emqd_start(struct emqd_proc *p, int redis_port, const char *const *extra)
 
     if (bin == NULL)
         return -ENOENT;
-    p->port = test_free_port();
+    p->port = port > 0 ? port : test_free_port();
     if (p->port < 0)
         return -EADDRNOTAVAIL;
     snprintf(redis, sizeof(redis), "redis://127.0.0.1:%d", redis_port);

@@ -20,6 +20,10 @@ struct emqd_proc {
  * until it accepts a TCP connection. Returns 0 or -errno. */
 int emqd_start(struct emqd_proc *p, int redis_port, const char *const *extra);
 
+/* emqd_start on a given port (0: a free one), e.g. to restart a daemon
+ * where its clients will reconnect. */
+int emqd_start_on(struct emqd_proc *p, int redis_port, int port, const char *const *extra);
+
 /* Wait (up to 5 s) until a backend op (depth) answers ok: emqd accepts
  * connections before its Redis pool is connected. 0 or -ETIMEDOUT. */
 int emqd_await_backend(struct emqd_proc *p);

@@ -1,0 +1,62 @@
+/* emq_addr: emq_parse_addr, the "HOST:PORT" / "[V6]:PORT" / "PORT" /
+ * "unix:PATH" syntax every libemq program accepts (see emq.h). */
+#include "emq_int.h"
+
+#include <string.h>
+
+/* Parse a decimal port 1..65535 spanning [s, end). */
+static int parse_port(const char *s, const char *end)
+{
+    int port = 0;
+    if (s == end || end - s > 5)
+        return -1;
+    for (; s < end; s++) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        port = port * 10 + (*s - '0');
+    }
+    return port >= 1 && port <= 65535 ? port : -1;
+}
+
+int emq_parse_addr(struct emq_options *opts, const char *addr)
+{
+    if (opts == NULL || addr == NULL || *addr == '\0')
+        return EMQ_EUSAGE;
+    if (strncmp(addr, "unix:", 5) == 0 || addr[0] == '/') {
+        const char *path = addr[0] == '/' ? addr : addr + 5;
+        if (*path == '\0')
+            return EMQ_EUSAGE;
+        opts->unix_path = path;
+        return EMQ_OK;
+    }
+    const char *colon = strrchr(addr, ':'), *host = addr, *host_end;
+    int port;
+    if (colon == NULL) { /* "PORT" */
+        port = parse_port(addr, addr + strlen(addr));
+        if (port < 0)
+            return EMQ_EUSAGE;
+        opts->port = port;
+        opts->unix_path = NULL;
+        return EMQ_OK;
+    }
+    port = parse_port(colon + 1, colon + strlen(colon));
+    host_end = colon;
+    if (addr[0] == '[') { /* "[V6]:PORT" */
+        if (colon[-1] != ']')
+            return EMQ_EUSAGE;
+        host = addr + 1;
+        host_end = colon - 1;
+    } else if (memchr(addr, ':', (size_t)(colon - addr)) != NULL) {
+        return EMQ_EUSAGE; /* a bare IPv6 literal needs brackets */
+    }
+    size_t n = (size_t)(host_end - host);
+    if (port < 0 || n == 0 || n >= sizeof(opts->host_buf) || memchr(host, ']', n) != NULL ||
+        memchr(host, '[', n) != NULL)
+        return EMQ_EUSAGE;
+    memcpy(opts->host_buf, host, n);
+    opts->host_buf[n] = '\0';
+    opts->host = opts->host_buf;
+    opts->port = port;
+    opts->unix_path = NULL;
+    return EMQ_OK;
+}
