@@ -1,6 +1,310 @@
-/* placeholder */
+/* emq-worker: an example worker built on libemq, meant to be copied.
+ *
+ *   emq-worker [--addr HOST:PORT | --socket PATH] [--token T]
+ *              [--credit N] [--lease-ms N] QUEUE
+ *
+ * It streams QUEUE (both its grouped lanes and its flat set, each with
+ * credit N, default 1) and handles one job at a time. The payload decides
+ * what "work" is, so tests and demos can steer it:
+ *
+ *   {"sleep_ms": N}   work for N ms (in slices, heartbeating the lease)
+ *   {"fail": true}    fail the job ("payload asked to fail"); the daemon
+ *                     retries it with backoff or dead-letters it when its
+ *                     attempts are spent
+ *   anything else     done at once
+ *
+ * One line per settled job goes to stdout:
+ *
+ *   done JOB... group TENacme attempt 1
+ *   failed JOB... group - attempt 2 state delayed      (group "-": ungrouped)
+ *   released JOB... group TENacme attempt 1            (at shutdown)
+ *
+ * Leases: the worker times each lease itself from when the library read
+ * the job (the protocol's advice; lease_until is on the backend's clock)
+ * and extends it by --lease-ms (default 30000) once half of it is gone.
+ *
+ * Reconnects: when the connection drops (the daemon restarted, the network
+ * broke) it reconnects with exponential backoff (100 ms doubling to 5 s)
+ * and opens its streams again. Leases held by the old connection are
+ * released or reaped by the daemon; they come back as new attempts.
+ *
+ * SIGTERM / SIGINT: a job whose remaining work is short (at most 1 s) is
+ * finished. Then the streams' credit goes to 0 (so no release frees a
+ * credit the daemon would refill), a longer current job and every job
+ * already pushed are released, and the worker says quit and exits 0.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
 #include "emq.h"
-int main(void)
+
+#define QUICK_MS       1000 /* work left that is still finished at shutdown */
+#define SLICE_MS       20   /* work is done in slices this long */
+#define BACKOFF_MIN    100
+#define BACKOFF_MAX    5000
+#define EXIT_USAGE     2
+#define EXIT_FATAL     1
+#define WORKER_STOPPED (-1) /* a callback result: the worker was told to stop */
+
+/* What the worker was asked to do. */
+struct worker {
+    struct emq_options opts;
+    const char *queue;
+    int credit, lease_ms;
+    bool quiet; /* the streams' credit was set to 0 for shutdown */
+};
+
+/* Set by the signal handler; cur is the live connection (or NULL), so the
+ * handler can interrupt a blocking call. A pointer read in a handler is
+ * fine on every platform libemq runs on. */
+static volatile sig_atomic_t stop;
+static struct emq *volatile cur;
+
+static void on_signal(int sig)
 {
-    return 2;
+    (void)sig;
+    stop = 1;
+    struct emq *c = cur;
+    if (c != NULL)
+        emq_interrupt(c); /* async-signal-safe */
+}
+
+static long long mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Sleep ms; a signal cuts it short (stop is then set). */
+static void nap(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void print_job(const char *verb, const struct emq_job *j, const char *extra)
+{
+    printf("%s %s group %s attempt %d%s\n", verb, j->job, j->group ? j->group : "-", j->attempt,
+           extra);
+    fflush(stdout);
+}
+
+/* A settle that a stop signal must not cut short: retry after EINTR. */
+#define SETTLE(call)                                                                               \
+    ({                                                                                             \
+        int rc_;                                                                                   \
+        while ((rc_ = (call)) == EMQ_EINTR)                                                        \
+            ;                                                                                      \
+        rc_;                                                                                       \
+    })
+
+/* Open both streams of the queue with credit. */
+static int open_streams(struct emq *c, const struct worker *w, int credit)
+{
+    int rc = emq_stream(c, w->queue, credit, w->lease_ms, false);
+    if (rc == EMQ_OK)
+        rc = emq_stream(c, w->queue, credit, w->lease_ms, true);
+    return rc;
+}
+
+/* Stop the pushes (credit 0), once: a release must not free a credit
+ * that the daemon would fill with the very job just released. Jobs pushed
+ * before the change are queued in the library when its reply arrives. */
+static int quiesce(struct emq *c, struct worker *w)
+{
+    int rc = w->quiet ? EMQ_OK : SETTLE(open_streams(c, w, 0));
+    w->quiet = rc == EMQ_OK;
+    return rc;
+}
+
+/* Give a job back (at shutdown). */
+static int give_back(struct emq *c, struct worker *w, const struct emq_job *j)
+{
+    int rc = quiesce(c, w);
+    if (rc != EMQ_OK)
+        return rc;
+    rc = SETTLE(emq_release(c, j, "worker shutting down", NULL));
+    if (rc == EMQ_OK)
+        print_job("released", j, "");
+    else
+        fprintf(stderr, "emq-worker: release %s: %s\n", j->job, emq_errmsg(c));
+    return rc;
+}
+
+/* "Work" for ms milliseconds, extending the lease when half of it is gone.
+ * EMQ_OK when done, WORKER_STOPPED if the job was released because the
+ * worker must stop, or the code of a failed call. */
+static int work(struct emq *c, struct emq_job *j, struct worker *w, long long ms)
+{
+    long long lease_start = j->received_ms, end = mono_ms() + ms;
+    for (long long now = mono_ms(); now < end; now = mono_ms()) {
+        if (stop && end - now > QUICK_MS)
+            return give_back(c, w, j) == EMQ_OK ? WORKER_STOPPED : emq_errcode(c);
+        if (now - lease_start >= w->lease_ms / 2) {
+            int rc = emq_extend(c, j, w->lease_ms);
+            if (rc == EMQ_EINTR) /* the stop signal: decide again at the top */
+                continue;
+            if (rc != EMQ_OK)
+                return rc;
+            lease_start = now;
+        }
+        long long left = end - now, slice = left < SLICE_MS ? left : SLICE_MS;
+        nap((long)slice);
+    }
+    return EMQ_OK;
+}
+
+/* emq_stream_run's callback: one job, start to finish. */
+static int handle_job(struct emq *c, struct emq_job *j, void *arg)
+{
+    struct worker *w = arg;
+    if (stop)
+        return give_back(c, w, j) == EMQ_OK ? WORKER_STOPPED : emq_errcode(c);
+    json_t *sleep_ms = json_object_get(j->payload, "sleep_ms");
+    int rc = EMQ_OK;
+    if (json_is_true(json_object_get(j->payload, "fail"))) {
+        enum emq_state st = EMQ_STATE_UNKNOWN;
+        struct emq_fail_opts fo = {.error = "payload asked to fail"};
+        rc = stop ? quiesce(c, w) : EMQ_OK; /* see quiesce */
+        if (rc == EMQ_OK)
+            rc = SETTLE(emq_fail(c, j, &fo, &st));
+        if (rc == EMQ_OK) {
+            char extra[32];
+            snprintf(extra, sizeof(extra), " state %s", emq_state_name(st));
+            print_job("failed", j, extra);
+        }
+    } else {
+        if (json_is_integer(sleep_ms) && json_integer_value(sleep_ms) > 0)
+            rc = work(c, j, w, json_integer_value(sleep_ms));
+        if (rc == EMQ_OK && stop)
+            rc = quiesce(c, w); /* a finished job's credit must not be refilled */
+        if (rc == EMQ_OK)
+            rc = SETTLE(emq_complete(c, j));
+        if (rc == EMQ_OK)
+            print_job("done", j, "");
+    }
+    if (rc == EMQ_ELEASE || rc == EMQ_ENOJOB) {
+        /* Our lease ran out and the job went elsewhere: not ours to settle. */
+        fprintf(stderr, "emq-worker: lost %s: %s\n", j->job, emq_errmsg(c));
+        rc = EMQ_OK;
+    }
+    if (rc == EMQ_OK && stop)
+        return WORKER_STOPPED;
+    return rc;
+}
+
+/* Shutdown on a live connection: stop the pushes, release every job that
+ * was pushed but not handled, then quit (emq_close). */
+static void shut_down(struct emq *c, struct worker *w)
+{
+    struct emq_job *j;
+    while (quiesce(c, w) == EMQ_OK && SETTLE(emq_next_job(c, &j, 0)) == EMQ_OK && j != NULL) {
+        give_back(c, w, j);
+        emq_job_free(j);
+    }
+    cur = NULL;
+    emq_close(c);
+}
+
+/* Errors that reconnecting cannot fix. */
+static bool fatal(int rc)
+{
+    return rc == EMQ_EAUTH || rc == EMQ_EQUEUE || rc == EMQ_EARG || rc == EMQ_EUSAGE ||
+           rc == EMQ_ENOMEM;
+}
+
+static int run(struct worker *w)
+{
+    long backoff = BACKOFF_MIN;
+    while (!stop) {
+        struct emq *c = NULL;
+        int rc = emq_connect(&c, &w->opts);
+        cur = c;
+        w->quiet = false;
+        if (rc == EMQ_OK && !stop)
+            rc = open_streams(c, w, w->credit);
+        if (rc == EMQ_OK) {
+            backoff = BACKOFF_MIN; /* connected and streaming: start over */
+            rc = emq_stream_run(c, handle_job, w);
+        }
+        if (stop || rc == WORKER_STOPPED) {
+            stop = 1;
+            shut_down(c, w);
+            break;
+        }
+        /* A server error's message already starts with its code. */
+        fprintf(stderr, "emq-worker: %s%s%s\n", rc < EMQ_ECLIENT ? "" : emq_code_name(rc),
+                rc < EMQ_ECLIENT ? "" : ": ", emq_errmsg(c));
+        cur = NULL;
+        emq_close(c);
+        if (fatal(rc))
+            return EXIT_FATAL;
+        nap(backoff);
+        backoff = backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : backoff * 2;
+    }
+    return 0;
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: emq-worker [--addr HOST:PORT | --socket PATH] [--token T]\n"
+                    "                  [--credit N] [--lease-ms N] QUEUE\n");
+    return EXIT_USAGE;
+}
+
+/* A positive int option, or -1. */
+static int positive(const char *s)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    return errno == 0 && *s != '\0' && *end == '\0' && v > 0 && v <= 86400000 ? (int)v : -1;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"addr", required_argument, NULL, 'a'},
+        {"socket", required_argument, NULL, 's'},
+        {"token", required_argument, NULL, 't'},
+        {"credit", required_argument, NULL, 'c'},
+        {"lease-ms", required_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct worker w = {.credit = 1, .lease_ms = 30000, .opts = {.name = "emq-worker"}};
+    int opt;
+    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        if (opt == 'a' && emq_parse_addr(&w.opts, optarg) != EMQ_OK) {
+            fprintf(stderr, "emq-worker: bad address \"%s\"\n", optarg);
+            return EXIT_USAGE;
+        } else if (opt == 's') {
+            w.opts.unix_path = optarg;
+        } else if (opt == 't') {
+            w.opts.token = optarg;
+        } else if (opt == 'c' && (w.credit = positive(optarg)) < 0) {
+            return usage();
+        } else if (opt == 'l' && (w.lease_ms = positive(optarg)) < 0) {
+            return usage();
+        } else if (opt == 'h' || opt == '?') {
+            return usage();
+        }
+    }
+    if (optind != argc - 1)
+        return usage();
+    w.queue = argv[optind];
+    setvbuf(stdout, NULL, _IOLBF, 0);
+
+    /* No SA_RESTART: a signal must cut a backoff nap short. */
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    return run(&w);
 }
