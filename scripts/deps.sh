@@ -5,7 +5,7 @@
 EMQ_PACKAGES=(
     build-essential pkg-config meson ninja-build python3
     libuv1-dev libhiredis-dev libjansson-dev libcriterion-dev
-    redis-server lua-check
+    redis-server lua-check groff-base
 )
 
 emq_install_deps() {

@@ -1,0 +1,404 @@
+/* emqctl_cmd.c: the commands that are one request (or a run of pages) and
+ * a printout: the per-tenant levers and the read ops, and their rows in
+ * the command table. Under --json ctl_call() has already printed each
+ * reply, so the handlers print human output only when !ctl->json. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emqctl.h"
+#include "emqctl_table.h"
+
+#define QUEUE(ctl) ((ctl)->pos[0])
+
+/* Send req (consumed) and keep the reply in *reply; 0 or the exit code. */
+static int cmd_send(struct ctl *ctl, json_t *req, json_t **reply)
+{
+    int rc = ctl_call(ctl, req, reply);
+    json_decref(req);
+    return rc;
+}
+
+static long long cmd_int(const json_t *o, const char *key)
+{
+    return json_integer_value(json_object_get(o, key));
+}
+
+/* Send req (consumed) and print "<verb> N <noun>" from the reply's field. */
+static int cmd_count(struct ctl *ctl, json_t *req, const char *field, const char *verb,
+                     const char *noun)
+{
+    json_t *reply;
+    int rc = cmd_send(ctl, req, &reply);
+    if (rc == 0 && !ctl->json) {
+        char n[32];
+        long long v = cmd_int(reply, field);
+        printf("%s %s %s%s\n", verb, fmt_num(n, v), noun, v == 1 ? "" : "s");
+    }
+    json_decref(reply);
+    return rc;
+}
+
+static int cmd_ping(struct ctl *ctl)
+{
+    json_t *reply;
+    int rc = cmd_send(ctl, ctl_req("ping", NULL), &reply);
+    if (rc == 0 && !ctl->json)
+        puts("pong");
+    json_decref(reply);
+    return rc;
+}
+
+static int cmd_stats(struct ctl *ctl)
+{
+    static const char *const keys[] = {"pending", "active", "delayed", "dead",
+                                       "flat",    "groups", "ring",    "paused"};
+    enum { N = sizeof(keys) / sizeof(keys[0]) };
+    json_t *reply;
+    int rc = cmd_send(ctl, ctl_req("stats", QUEUE(ctl)), &reply);
+    if (rc == 0 && !ctl->json) {
+        char buf[N][32];
+        const char *vals[N];
+        for (int i = 0; i < N; i++)
+            vals[i] = fmt_num(buf[i], cmd_int(reply, keys[i]));
+        table_kv(stdout, ctl->color, keys, vals, N);
+    }
+    json_decref(reply);
+    return rc;
+}
+
+static const struct table_col group_cols[] = {
+    {"GROUP", false}, {"DEPTH", true}, {"ACTIVE", true}, {"LIMIT", true}, {"PAUSED", false},
+};
+
+/* The cells of one group entry of a `groups` page; bufs holds 3x32 bytes. */
+static void cmd_group_cells(const json_t *g, char bufs[3][32], const char *cells[5])
+{
+    const json_t *limit = json_object_get(g, "limit");
+    cells[0] = json_string_value(json_object_get(g, "group"));
+    cells[0] = cells[0] != NULL ? cells[0] : "?";
+    cells[1] = fmt_num(bufs[0], cmd_int(g, "depth"));
+    cells[2] = fmt_num(bufs[1], cmd_int(g, "active"));
+    cells[3] = json_is_integer(limit) ? fmt_num(bufs[2], json_integer_value(limit)) : "-";
+    cells[4] = json_is_true(json_object_get(g, "paused")) ? "yes" : "no";
+}
+
+/* Print one page's rows (at most *left; counts them down). */
+static void cmd_groups_page(struct table *t, const json_t *list, bool *header, long long *left)
+{
+    char bufs[3][32];
+    const char *cells[5];
+    size_t n = json_array_size(list);
+    if ((long long)n > *left)
+        n = (size_t)*left;
+    for (size_t i = 0; i < n; i++) {
+        cmd_group_cells(json_array_get(list, i), bufs, cells);
+        table_fit(t, cells);
+    }
+    if (!*header) {
+        table_header(t);
+        *header = true;
+    }
+    for (size_t i = 0; i < n; i++) {
+        cmd_group_cells(json_array_get(list, i), bufs, cells);
+        table_row(t, cells, strcmp(cells[4], "yes") == 0);
+    }
+    *left -= (long long)n;
+    fflush(stdout);
+}
+
+static int cmd_groups(struct ctl *ctl)
+{
+    long long left = ctl->opt[CTL_O_LIMIT] ? ctl->num[CTL_O_LIMIT] : -1;
+    long long page = ctl->opt[CTL_O_PAGE] ? ctl->num[CTL_O_PAGE] : 100;
+    left = left < 0 ? (long long)(~0ULL >> 1) : left;
+    struct table t;
+    table_init(&t, group_cols, 5, ctl->color, stdout);
+    bool header = false, rows = false;
+    char cursor[40] = "0";
+    int rc = 0;
+    do {
+        json_t *req = ctl_req("groups", QUEUE(ctl)), *reply;
+        json_object_set_new(req, "cursor", json_string(cursor));
+        json_object_set_new(req, "count", json_integer(page < left ? page : left));
+        rc = cmd_send(ctl, req, &reply);
+        if (rc != 0)
+            break;
+        rows = rows || json_array_size(json_object_get(reply, "groups")) > 0;
+        if (!ctl->json)
+            cmd_groups_page(&t, json_object_get(reply, "groups"), &header, &left);
+        else
+            left -= (long long)json_array_size(json_object_get(reply, "groups"));
+        const char *next = json_string_value(json_object_get(reply, "cursor"));
+        snprintf(cursor, sizeof(cursor), "%s", next != NULL ? next : "0");
+        json_decref(reply);
+    } while (strcmp(cursor, "0") != 0 && left > 0);
+    if (rc == 0 && !ctl->json && !rows)
+        puts("(no groups)");
+    return rc;
+}
+
+static int cmd_depth(struct ctl *ctl)
+{
+    json_t *req = ctl_req("depth", QUEUE(ctl)), *reply;
+    if (ctl->npos > 1)
+        json_object_set_new(req, "group", json_string(ctl->pos[1]));
+    int rc = cmd_send(ctl, req, &reply);
+    if (rc == 0 && !ctl->json) {
+        char n[32];
+        puts(fmt_num(n, cmd_int(reply, "depth")));
+    }
+    json_decref(reply);
+    return rc;
+}
+
+static int cmd_limit(struct ctl *ctl)
+{
+    long long max = 0;
+    bool none = strcmp(ctl->pos[2], "none") == 0;
+    if (!none && ctl_parse_int(ctl->pos[2], 0, 1000000, &max) != 0)
+        return ctl_usage_error(ctl, "the limit must be 0..1000000 or none, not \"%s\"",
+                               ctl->pos[2]);
+    json_t *req = ctl_req("limit", QUEUE(ctl)), *reply;
+    json_object_set_new(req, "group", json_string(ctl->pos[1]));
+    json_object_set_new(req, "max", none ? json_null() : json_integer(max));
+    int rc = cmd_send(ctl, req, &reply);
+    if (rc == 0 && !ctl->json) {
+        char n[32];
+        if (none || max == 0)
+            printf("%s: no limit\n", ctl->pos[1]);
+        else
+            printf("%s: limit %s\n", ctl->pos[1], fmt_num(n, max));
+    }
+    json_decref(reply);
+    return rc;
+}
+
+/* pause and resume: the same request, told apart by the op. */
+static int cmd_toggle(struct ctl *ctl, const char *op, const char *done, const char *already)
+{
+    json_t *req = ctl_req(op, QUEUE(ctl)), *reply;
+    json_object_set_new(req, "group", json_string(ctl->pos[1]));
+    int rc = cmd_send(ctl, req, &reply);
+    if (rc == 0 && !ctl->json)
+        printf("%s %s\n", ctl->pos[1],
+               json_is_true(json_object_get(reply, "changed")) ? done : already);
+    json_decref(reply);
+    return rc;
+}
+
+static int cmd_pause(struct ctl *ctl)
+{
+    return cmd_toggle(ctl, "pause", "paused", "was already paused");
+}
+
+static int cmd_resume(struct ctl *ctl)
+{
+    return cmd_toggle(ctl, "resume", "resumed", "was not paused");
+}
+
+static int cmd_reassign(struct ctl *ctl)
+{
+    json_t *req = ctl_req("reassign", QUEUE(ctl)), *reply;
+    json_object_set_new(req, "job", json_string(ctl->pos[1]));
+    json_object_set_new(req, "group", json_string(ctl->pos[2]));
+    int rc = cmd_send(ctl, req, &reply);
+    if (rc == 0 && !ctl->json) {
+        const char *from = json_string_value(json_object_get(reply, "from"));
+        if (from != NULL && strcmp(from, ctl->pos[2]) == 0)
+            printf("%s is already in %s\n", ctl->pos[1], from);
+        else
+            printf("%s moved from %s to %s\n", ctl->pos[1], from ? from : "the flat set",
+                   ctl->pos[2]);
+    }
+    json_decref(reply);
+    return rc;
+}
+
+static int cmd_drain(struct ctl *ctl)
+{
+    char q[256];
+    snprintf(q, sizeof(q), "Delete every pending job of group %s in queue %s?", ctl->pos[1],
+             QUEUE(ctl));
+    int rc = ctl_confirm(ctl, q);
+    if (rc != 0)
+        return rc;
+    json_t *req = ctl_req("drain", QUEUE(ctl));
+    json_object_set_new(req, "group", json_string(ctl->pos[1]));
+    return cmd_count(ctl, req, "drained", "drained", "job");
+}
+
+static int cmd_reap(struct ctl *ctl)
+{
+    json_t *req = ctl_req("reap", QUEUE(ctl));
+    if (ctl->npos > 1)
+        json_object_set_new(req, "group", json_string(ctl->pos[1]));
+    return cmd_count(ctl, req, "reaped", "reaped", "expired lease");
+}
+
+/* One field of a job row as text; buf holds 64 bytes. NULL when absent. */
+static const char *cmd_job_field(const json_t *row, const char *key, char *buf, char **dump)
+{
+    const json_t *v = json_object_get(row, key);
+    if (v == NULL)
+        return NULL;
+    if (strcmp(key, "payload") == 0)
+        return *dump = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (json_is_null(v))
+        return strcmp(key, "group") == 0 ? "(ungrouped)" : "-";
+    if (json_is_string(v))
+        return json_string_value(v);
+    if (json_is_integer(v) && strstr(key, "_ms") != NULL)
+        return fmt_time_ms(buf, json_integer_value(v));
+    if (json_is_integer(v))
+        return fmt_num(buf, json_integer_value(v));
+    return *dump = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+}
+
+static void cmd_job_print(const struct ctl *ctl, const json_t *row)
+{
+    static const char *const order[] = {"job",          "state",      "group",       "attempts",
+                                        "max_attempts", "created_ms", "lease_until", "finished_ms",
+                                        "error",        "payload"};
+    enum { N = sizeof(order) / sizeof(order[0]) };
+    char bufs[N][64];
+    char *dumps[N] = {0};
+    const char *keys[N], *vals[N];
+    int n = 0;
+    for (int i = 0; i < N; i++) {
+        const char *v = cmd_job_field(row, order[i], bufs[i], &dumps[i]);
+        if (v == NULL)
+            continue;
+        keys[n] = order[i];
+        vals[n++] = v;
+    }
+    table_kv(stdout, ctl->color, keys, vals, n);
+    for (int i = 0; i < N; i++)
+        free(dumps[i]);
+}
+
+static int cmd_job(struct ctl *ctl)
+{
+    json_t *req = ctl_req("job", QUEUE(ctl)), *reply;
+    json_object_set_new(req, "job", json_string(ctl->pos[1]));
+    int rc = cmd_send(ctl, req, &reply);
+    if (rc == 0 && !ctl->json)
+        cmd_job_print(ctl, json_object_get(reply, "job"));
+    json_decref(reply);
+    return rc;
+}
+
+static const struct table_col dead_cols[] = {
+    {"JOB", false}, {"GROUP", false}, {"ATTEMPTS", true}, {"DIED", false}, {"ERROR", false},
+};
+
+static void cmd_dead_cells(const json_t *j, char bufs[2][32], const char *cells[5])
+{
+    const char *s = json_string_value(json_object_get(j, "job"));
+    cells[0] = s ? s : "?";
+    s = json_string_value(json_object_get(j, "group"));
+    cells[1] = s ? s : "-";
+    cells[2] = fmt_num(bufs[0], cmd_int(j, "attempts"));
+    cells[3] = fmt_time_ms(bufs[1], cmd_int(j, "died_ms"));
+    s = json_string_value(json_object_get(j, "error"));
+    cells[4] = s ? s : "";
+}
+
+static void cmd_dead_list(const struct ctl *ctl, const json_t *jobs)
+{
+    struct table t;
+    char bufs[2][32];
+    const char *cells[5];
+    table_init(&t, dead_cols, 5, ctl->color, stdout);
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+        cmd_dead_cells(json_array_get(jobs, i), bufs, cells);
+        table_fit(&t, cells);
+    }
+    table_header(&t);
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+        cmd_dead_cells(json_array_get(jobs, i), bufs, cells);
+        table_row(&t, cells, false);
+    }
+    if (json_array_size(jobs) == 0)
+        puts("(no dead jobs)");
+}
+
+static int cmd_dead(struct ctl *ctl)
+{
+    const char *action = ctl->pos[1];
+    bool list = strcmp(action, "list") == 0, purge = strcmp(action, "purge") == 0;
+    if (!list && !purge && strcmp(action, "retry") != 0)
+        return ctl_usage_error(ctl, "the action is list, retry or purge, not \"%s\"", action);
+    if (ctl->opt[CTL_O_LIMIT] != NULL && ctl->num[CTL_O_LIMIT] > 10000)
+        return ctl_usage_error(ctl, "--limit is at most 10000 here");
+    if (purge && ctl->npos < 3) {
+        char q[160];
+        snprintf(q, sizeof(q), "Delete the oldest dead jobs of queue %s for good?", QUEUE(ctl));
+        int rc = ctl_confirm(ctl, q);
+        if (rc != 0)
+            return rc;
+    }
+    json_t *req = ctl_req("dead", QUEUE(ctl)), *reply;
+    json_object_set_new(req, "action", json_string(action));
+    if (ctl->npos > 2)
+        json_object_set_new(req, "job", json_string(ctl->pos[2]));
+    if (ctl->opt[CTL_O_LIMIT] != NULL)
+        json_object_set_new(req, "limit", json_integer(ctl->num[CTL_O_LIMIT]));
+    if (!list)
+        return cmd_count(ctl, req, "count", purge ? "purged" : "retried", "job");
+    int rc = cmd_send(ctl, req, &reply);
+    if (rc == 0 && !ctl->json)
+        cmd_dead_list(ctl, json_object_get(reply, "jobs"));
+    json_decref(reply);
+    return rc;
+}
+
+static int cmd_check(struct ctl *ctl)
+{
+    json_t *reply;
+    int rc = cmd_send(ctl, ctl_req("check", QUEUE(ctl)), &reply);
+    if (rc != 0)
+        return rc;
+    const json_t *v = json_object_get(reply, "violations");
+    if (!ctl->json && json_array_size(v) == 0)
+        printf("ok: queue %s holds every invariant\n", QUEUE(ctl));
+    for (size_t i = 0; !ctl->json && i < json_array_size(v); i++)
+        printf("violation: %s\n", json_string_value(json_array_get(v, i)));
+    /* Violations are a finding a script must not miss: exit 1. */
+    rc = json_array_size(v) == 0 ? 0 : CTL_EXIT_FAIL;
+    json_decref(reply);
+    return rc;
+}
+
+const struct ctl_cmd ctl_cmd_table[] = {
+    {"ping", "", "check that emqd answers (prints pong)", NULL, 0, 0, 0, false, cmd_ping},
+    {"stats", "QUEUE", "queue-wide totals: pending, active, delayed, dead, groups...", NULL, 1, 1,
+     0, false, cmd_stats},
+    {"groups", "QUEUE", "the groups table: depth, active, limit, paused",
+     "Fetches the group registry page by page and prints each page as it comes.\n"
+     "Under --json, prints each page's reply as one line.\n",
+     1, 1, CTL_F(CTL_O_LIMIT) | CTL_F(CTL_O_PAGE), false, cmd_groups},
+    {"depth", "QUEUE [GROUP]", "pending jobs of a group (without GROUP: the ungrouped set)", NULL,
+     1, 2, 0, false, cmd_depth},
+    {"limit", "QUEUE GROUP N|none", "set a group's concurrency ceiling (none or 0 removes it)",
+     NULL, 3, 3, 0, false, cmd_limit},
+    {"pause", "QUEUE GROUP", "stop serving a group (its jobs stay)", NULL, 2, 2, 0, false,
+     cmd_pause},
+    {"resume", "QUEUE GROUP", "serve a paused group again", NULL, 2, 2, 0, false, cmd_resume},
+    {"reassign", "QUEUE JOB GROUP", "move a pending job to another group", NULL, 3, 3, 0, false,
+     cmd_reassign},
+    {"drain", "QUEUE GROUP", "delete a group's pending jobs (asks first)",
+     "Asks for confirmation on a terminal; without a terminal on stdin it refuses\n"
+     "(exit 2) unless --yes is given.\n",
+     2, 2, CTL_F(CTL_O_YES), true, cmd_drain},
+    {"reap", "QUEUE [GROUP]", "recover expired leases now (queue-wide or one group)", NULL, 1, 2, 0,
+     true, cmd_reap},
+    {"job", "QUEUE JOB", "show one job's row", NULL, 2, 2, 0, false, cmd_job},
+    {"dead", "QUEUE list|retry|purge [JOB]", "list, retry or purge dead-lettered jobs",
+     "Without JOB, acts on the oldest --limit dead jobs (default 100). purge without\n"
+     "JOB asks for confirmation like drain.\n",
+     2, 3, CTL_F(CTL_O_LIMIT) | CTL_F(CTL_O_YES), false, cmd_dead},
+    {"check", "QUEUE", "verify the store invariants (exit 1 on violations)", NULL, 1, 1, 0, true,
+     cmd_check},
+    {0},
+};

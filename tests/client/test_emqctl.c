@@ -1,0 +1,907 @@
+/* emqctl: the real binary ($EMQCTL), run with fork/exec against the real
+ * emqd and a real redis-server. State is set up over the protocol (tc_*),
+ * then every command's human output, --json output and exit status are
+ * checked against it. stdin, stdout and stderr are files, so emqctl never
+ * sees a terminal here (as in a script). */
+#include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+#include <utmp.h>
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+
+#include "../integration/fixture.h"
+
+TestSuite(emqctl, .init = fx_setup, .fini = fx_teardown, .timeout = 60);
+TestSuite(emqctl_usage, .timeout = 30);
+
+/* Every command, for the help and man page checks. */
+static const char *const commands[] = {
+    "ping",  "stats", "groups", "depth", "limit", "pause",   "resume", "reassign",
+    "drain", "reap",  "job",    "dead",  "check", "enqueue", "top",
+};
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+/* One finished emqctl run: exit status (-1 if it did not exit), output. */
+struct run {
+    int status;
+    char *out;
+    char *err;
+};
+
+static char *slurp_fd(int fd)
+{
+    struct stat st;
+    cr_assert_eq(fstat(fd, &st), 0);
+    char *buf = calloc(1, (size_t)st.st_size + 1);
+    cr_assert_not_null(buf);
+    cr_assert_eq(pread(fd, buf, (size_t)st.st_size, 0), st.st_size);
+    close(fd);
+    return buf;
+}
+
+static int temp_fd(const char *content)
+{
+    char path[] = "/tmp/emqctl-test-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0, "mkstemp");
+    unlink(path);
+    if (content != NULL) {
+        cr_assert_eq(write(fd, content, strlen(content)), (ssize_t)strlen(content));
+        lseek(fd, 0, SEEK_SET);
+    }
+    return fd;
+}
+
+/* Run $EMQCTL with args (NULL-terminated), stdin from the text in (or
+ * /dev/null), extra environment env ("K=V" or NULL), and, when port > 0,
+ * "--addr 127.0.0.1:PORT" first. */
+static struct run run_ctl(const char *in, const char *env, int port, const char *const *args)
+{
+    const char *bin = getenv("EMQCTL");
+    cr_assert_not_null(bin, "EMQCTL is not set");
+    int fin = in != NULL ? temp_fd(in) : open("/dev/null", O_RDONLY);
+    int fout = temp_fd(NULL), ferr = temp_fd(NULL);
+    char addr[32];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = bin;
+    if (port > 0) {
+        argv[n++] = "--addr";
+        argv[n++] = addr;
+    }
+    for (; *args != NULL && n < 63; args++)
+        argv[n++] = *args;
+    argv[n] = NULL;
+    pid_t pid = fork();
+    cr_assert(pid >= 0, "fork");
+    if (pid == 0) {
+        dup2(fin, 0);
+        dup2(fout, 1);
+        dup2(ferr, 2);
+        unsetenv("EMQ_ADDR");
+        unsetenv("EMQ_TOKEN");
+        if (env != NULL)
+            putenv((char *)env);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    close(fin);
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    struct run r = {WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp_fd(fout), slurp_fd(ferr)};
+    /* Under ASan/UBSan, any report from emqctl (or libemq in it) fails. */
+    cr_assert(strstr(r.err, "runtime error:") == NULL && strstr(r.err, "Sanitizer") == NULL,
+              "sanitizer report from emqctl %s:\n%s", argv[port > 0 ? 3 : 1], r.err);
+    return r;
+}
+
+static void run_free(struct run *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+/* emqctl against the fixture's daemon, no stdin. */
+#define CTL(...) run_ctl(NULL, NULL, fx_emqd.port, (const char *const[]){__VA_ARGS__, NULL})
+/* The same with stdin text. */
+#define CTL_IN(in, ...) run_ctl((in), NULL, fx_emqd.port, (const char *const[]){__VA_ARGS__, NULL})
+
+#define assert_exit(r, code)                                                                       \
+    cr_assert_eq((r).status, (code), "exit %d, want %d\nstdout: %s\nstderr: %s", (r).status,       \
+                 (code), (r).out, (r).err)
+
+#define assert_has(hay, needle)                                                                    \
+    cr_assert(strstr((hay), (needle)) != NULL, "expected \"%s\" in:\n%s", (needle), (hay))
+
+/* Call over the protocol, assert ok, return the reply (caller frees). */
+#define OK(c, ...)                                                                                 \
+    ({                                                                                             \
+        json_t *ok_ = tc_call((c), __VA_ARGS__);                                                   \
+        assert_ok(ok_);                                                                            \
+        ok_;                                                                                       \
+    })
+
+static void enqueue(struct tc_conn *c, const char *job, const char *group)
+{
+    json_decref(OK(c,
+                   "{\"op\":\"enqueue\",\"queue\":\"q\",\"job\":\"%s\",\"group\":\"%s\","
+                   "\"payload\":{\"j\":\"%s\"}}",
+                   job, group, job));
+}
+
+static long long depth(struct tc_conn *c, const char *group)
+{
+    json_t *r = OK(c, "{\"op\":\"depth\",\"queue\":\"q\",\"group\":\"%s\"}", group);
+    long long d = jint(r, "depth");
+    json_decref(r);
+    return d;
+}
+
+/* Parse the n-th line (0-based) of out as JSON; asserts it is an object. */
+static json_t *json_line(const char *out, int n)
+{
+    const char *p = out;
+    for (int i = 0; i < n; i++) {
+        p = strchr(p, '\n');
+        cr_assert_not_null(p, "no line %d in:\n%s", n, out);
+        p++;
+    }
+    const char *end = strchr(p, '\n');
+    json_error_t e;
+    json_t *v = json_loadb(p, end ? (size_t)(end - p) : strlen(p), 0, &e);
+    cr_assert(json_is_object(v), "line %d is not a JSON object (%s):\n%s", n, e.text, out);
+    return v;
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* The line of out that starts with prefix, copied into buf; asserts one. */
+static const char *line_with(const char *out, const char *prefix, char *buf, size_t size)
+{
+    for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        if (strncmp(p, prefix, strlen(prefix)) == 0) {
+            const char *end = strchr(p, '\n');
+            size_t len = end ? (size_t)(end - p) : strlen(p);
+            snprintf(buf, size, "%.*s", (int)len, p);
+            return buf;
+        }
+    }
+    cr_assert_fail("no line starting with \"%s\" in:\n%s", prefix, out);
+    return NULL;
+}
+
+Test(emqctl_usage, help_for_the_program_and_every_command)
+{
+    struct run r = run_ctl(NULL, NULL, 0, (const char *const[]){"--help", NULL});
+    assert_exit(r, 0);
+    assert_has(r.out, "usage: emqctl");
+    cr_assert_str_empty(r.err);
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        assert_has(r.out, commands[i]);
+    run_free(&r);
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "usage: emqctl [global options] %s ", commands[i]);
+        r = run_ctl(NULL, NULL, 0, (const char *const[]){commands[i], "--help", NULL});
+        assert_exit(r, 0);
+        assert_has(r.out, want);
+        run_free(&r);
+    }
+    /* -h works before the command too, and wins over a bad line. */
+    r = run_ctl(NULL, NULL, 0, (const char *const[]){"-h", "drain", "q", NULL});
+    assert_exit(r, 0);
+    assert_has(r.out, "usage: emqctl [global options] drain QUEUE GROUP");
+    assert_has(r.out, "--yes");
+    run_free(&r);
+}
+
+Test(emqctl_usage, bad_lines_exit_2_with_usage_on_stderr_and_no_network)
+{
+    /* Port 1 has no listener: an exit 2 here proves nothing was sent. */
+    static const char *const bad[][6] = {
+        {NULL},
+        {"frobnicate", NULL},
+        {"stats", NULL},
+        {"stats", "q", "extra", NULL},
+        {"limit", "q", "TENa", "many", NULL},
+        {"limit", "q", "TENa", "-3", NULL},
+        {"groups", "q", "--limit", "abc", NULL},
+        {"groups", "q", "--limit", NULL},
+        {"drain", "q", "TENa", "--limit", "5"},
+        {"ping", "--bogus", NULL},
+        {"enqueue", "q", "{not json", NULL},
+        {"enqueue", "q", "--delay-ms", "-1", "1"},
+        {"dead", "q", "explode", NULL},
+        {"top", "q", "--interval", "0", NULL},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct run r = run_ctl(NULL, NULL, 1, bad[i]);
+        assert_exit(r, 2);
+        assert_has(r.err, "emqctl: ");
+        assert_has(r.err, "usage: emqctl");
+        cr_assert_str_empty(r.out, "case %zu printed to stdout: %s", i, r.out);
+        run_free(&r);
+    }
+}
+
+Test(emqctl_usage, connection_refused_is_exit_1_with_a_message)
+{
+    int port = test_free_port();
+    struct run r = run_ctl(NULL, NULL, port, (const char *const[]){"ping", NULL});
+    assert_exit(r, 1);
+    assert_has(r.err, "emqctl: EIO: ");
+    assert_has(r.err, "refused");
+    cr_assert_str_empty(r.out);
+    run_free(&r);
+}
+
+Test(emqctl_usage, man_page_renders_without_warnings)
+{
+    if (access("/usr/bin/groff", X_OK) != 0)
+        cr_skip_test("groff is not installed");
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "groff -man -Tutf8 -ww -z %s/client/emqctl.1 2>&1",
+             getenv("EMQ_SOURCE_ROOT"));
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    char out[4096] = "";
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    cr_assert_eq(pclose(p), 0, "groff failed: %s", out);
+    cr_assert_eq(n, 0, "groff warnings:\n%s", out);
+    /* Every command has its own subsection. */
+    snprintf(cmd, sizeof(cmd), "%s/client/emqctl.1", getenv("EMQ_SOURCE_ROOT"));
+    FILE *f = fopen(cmd, "r");
+    cr_assert_not_null(f);
+    static char man[65536];
+    man[fread(man, 1, sizeof(man) - 1, f)] = '\0';
+    fclose(f);
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "\n.SS \"%s", commands[i]);
+        assert_has(man, want);
+    }
+    assert_has(man, "EMQ_ADDR");
+    assert_has(man, "EMQ_TOKEN");
+    assert_has(man, "NO_COLOR");
+}
+
+Test(emqctl, ping_and_stats_human_and_json)
+{
+    struct tc_conn *c = fx_conn();
+    for (int i = 0; i < 1234; i += 617) {
+        /* 1,234 jobs in TENa by two batches, 2 in TENb, 1 flat. */
+        json_t *jobs = json_array();
+        for (int k = 0; k < 617; k++)
+            json_array_append_new(jobs, json_pack("{s:i}", "payload", i + k));
+        char *js = json_dumps(jobs, JSON_COMPACT);
+        json_decref(
+            OK(c, "{\"op\":\"enqueue_many\",\"queue\":\"q\",\"group\":\"TENa\",\"jobs\":%s}", js));
+        free(js);
+        json_decref(jobs);
+    }
+    enqueue(c, "JOBb1", "TENb");
+    enqueue(c, "JOBb2", "TENb");
+    json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":1}"));
+    json_decref(OK(c, "{\"op\":\"pause\",\"queue\":\"q\",\"group\":\"TENb\"}"));
+
+    struct run r = CTL("ping");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "pong\n");
+    run_free(&r);
+
+    char line[256];
+    r = CTL("stats", "q");
+    assert_exit(r, 0);
+    cr_assert_str_eq(line_with(r.out, "pending", line, sizeof(line)), "pending  1,237");
+    cr_assert_str_eq(line_with(r.out, "groups", line, sizeof(line)), "groups   2");
+    cr_assert_str_eq(line_with(r.out, "paused", line, sizeof(line)), "paused   1");
+    cr_assert_str_eq(line_with(r.out, "flat", line, sizeof(line)), "flat     1");
+    cr_assert_str_empty(r.err);
+    run_free(&r);
+
+    r = CTL("--json", "stats", "q");
+    assert_exit(r, 0);
+    cr_assert_eq(count_lines(r.out), 1);
+    json_t *s = json_line(r.out, 0);
+    cr_assert(json_is_true(json_object_get(s, "ok")));
+    cr_assert_eq(jint(s, "pending"), 1237);
+    cr_assert_eq(jint(s, "groups"), 2);
+    cr_assert_eq(jint(s, "ring"), 1, "TENb is paused");
+    json_decref(s);
+    run_free(&r);
+    tc_close(c);
+}
+
+Test(emqctl, groups_table_shows_depth_active_limit_paused)
+{
+    struct tc_conn *c = fx_conn();
+    for (int i = 0; i < 3; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "JOBa%d", i);
+        enqueue(c, id, "TENalpha");
+    }
+    enqueue(c, "JOBb0", "TENb");
+    json_decref(OK(c, "{\"op\":\"claim\",\"queue\":\"q\",\"count\":2}"));
+    json_decref(OK(c, "{\"op\":\"limit\",\"queue\":\"q\",\"group\":\"TENalpha\",\"max\":7}"));
+    json_decref(OK(c, "{\"op\":\"pause\",\"queue\":\"q\",\"group\":\"TENb\"}"));
+
+    struct run r = CTL("groups", "q");
+    assert_exit(r, 0);
+    char line[256];
+    cr_assert_str_eq(line_with(r.out, "GROUP", line, sizeof(line)),
+                     "GROUP     DEPTH  ACTIVE  LIMIT  PAUSED");
+    cr_assert_str_eq(line_with(r.out, "TENalpha", line, sizeof(line)),
+                     "TENalpha      2       1      7  no");
+    cr_assert_str_eq(line_with(r.out, "TENb ", line, sizeof(line)),
+                     "TENb          0       1      -  yes");
+    cr_assert_eq(count_lines(r.out), 3);
+    run_free(&r);
+
+    r = CTL("groups", "q", "--json");
+    assert_exit(r, 0);
+    json_t *page = json_line(r.out, 0);
+    json_t *list = json_object_get(page, "groups");
+    cr_assert_eq(json_array_size(list), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *g = json_array_get(list, i);
+        if (strcmp(jstr(g, "group"), "TENalpha") == 0) {
+            cr_assert_eq(jint(g, "limit"), 7);
+            cr_assert_eq(jint(g, "depth"), 2);
+        } else {
+            cr_assert_str_eq(jstr(g, "group"), "TENb");
+            cr_assert(json_is_true(json_object_get(g, "paused")));
+            cr_assert(json_is_null(json_object_get(g, "limit")));
+        }
+    }
+    cr_assert_str_eq(jstr(page, "cursor"), "0");
+    json_decref(page);
+    run_free(&r);
+
+    r = CTL("groups", "empty");
+    assert_exit(r, 0);
+    assert_has(r.out, "\n(no groups)\n");
+    run_free(&r);
+    tc_close(c);
+}
+
+Test(emqctl, groups_pages_through_250_groups)
+{
+    struct tc_conn *c = fx_conn();
+    json_t *jobs = json_array();
+    for (int i = 0; i < 250; i++) {
+        char g[16];
+        snprintf(g, sizeof(g), "TENg%03d", i);
+        json_array_append_new(jobs, json_pack("{s:s, s:i}", "group", g, "payload", i));
+    }
+    char *js = json_dumps(jobs, JSON_COMPACT);
+    json_t *er = OK(c, "{\"op\":\"enqueue_many\",\"queue\":\"q\",\"jobs\":%s}", js);
+    free(js);
+    json_decref(jobs);
+    json_decref(er);
+
+    struct run r = CTL("groups", "q");
+    assert_exit(r, 0);
+    cr_assert_eq(count_lines(r.out), 251, "a header and 250 rows");
+    for (int i = 0; i < 250; i += 37) {
+        char want[32];
+        snprintf(want, sizeof(want), "\nTENg%03d ", i);
+        assert_has(r.out, want);
+    }
+    run_free(&r);
+
+    /* --json: one line per page; the pages add up to every group once. */
+    r = CTL("groups", "q", "--json", "--page-size", "60");
+    assert_exit(r, 0);
+    int pages = count_lines(r.out);
+    cr_assert(pages >= 3, "250 groups in pages of 60 took %d pages", pages);
+    size_t total = 0;
+    for (int p = 0; p < pages; p++) {
+        json_t *page = json_line(r.out, p);
+        total += json_array_size(json_object_get(page, "groups"));
+        cr_assert_eq(strcmp(jstr(page, "cursor"), "0") == 0, p == pages - 1,
+                     "only the last page ends the scan");
+        json_decref(page);
+    }
+    cr_assert_eq(total, 250);
+    run_free(&r);
+
+    r = CTL("groups", "q", "--limit", "10");
+    assert_exit(r, 0);
+    cr_assert_eq(count_lines(r.out), 11, "a header and 10 rows:\n%s", r.out);
+    run_free(&r);
+    tc_close(c);
+}
+
+Test(emqctl, levers_change_the_queue)
+{
+    struct tc_conn *c = fx_conn();
+    enqueue(c, "JOBa1", "TENa");
+    enqueue(c, "JOBa2", "TENa");
+    enqueue(c, "JOBb1", "TENb");
+
+    struct run r = CTL("depth", "q", "TENa");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "2\n");
+    run_free(&r);
+    r = CTL("--json", "depth", "q", "TENa");
+    json_t *j = json_line(r.out, 0);
+    cr_assert_eq(jint(j, "depth"), 2);
+    json_decref(j);
+    run_free(&r);
+
+    r = CTL("limit", "q", "TENa", "3");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "TENa: limit 3\n");
+    run_free(&r);
+    json_t *g = OK(c, "{\"op\":\"groups\",\"queue\":\"q\"}");
+    char *gd = json_dumps(g, JSON_COMPACT);
+    assert_has(gd, "{\"group\":\"TENa\",\"depth\":2,\"active\":0,\"limit\":3,\"paused\":false}");
+    free(gd);
+    json_decref(g);
+    r = CTL("limit", "q", "TENa", "none");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "TENa: no limit\n");
+    run_free(&r);
+
+    r = CTL("pause", "q", "TENa");
+    cr_assert_str_eq(r.out, "TENa paused\n");
+    run_free(&r);
+    r = CTL("pause", "q", "TENa");
+    cr_assert_str_eq(r.out, "TENa was already paused\n");
+    run_free(&r);
+    json_t *cl = OK(c, "{\"op\":\"claim\",\"queue\":\"q\",\"count\":5}");
+    cr_assert_eq(json_array_size(json_object_get(cl, "jobs")), 1, "only TENb is served");
+    json_decref(cl);
+    r = CTL("resume", "q", "TENa");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "TENa resumed\n");
+    run_free(&r);
+    r = CTL("--json", "resume", "q", "TENa");
+    j = json_line(r.out, 0);
+    cr_assert(json_is_false(json_object_get(j, "changed")));
+    json_decref(j);
+    run_free(&r);
+
+    r = CTL("reassign", "q", "JOBa2", "TENz");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "JOBa2 moved from TENa to TENz\n");
+    run_free(&r);
+    cr_assert_eq(depth(c, "TENa"), 1);
+    cr_assert_eq(depth(c, "TENz"), 1);
+
+    r = CTL("reap", "q", "TENa");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "reaped 0 expired leases\n");
+    run_free(&r);
+    tc_close(c);
+}
+
+Test(emqctl, drain_refuses_without_yes_then_drains)
+{
+    struct tc_conn *c = fx_conn();
+    enqueue(c, "JOBs1", "TENspam");
+    enqueue(c, "JOBs2", "TENspam");
+    enqueue(c, "JOBs3", "TENspam");
+    enqueue(c, "JOBk1", "TENkeep");
+
+    struct run r = CTL("drain", "q", "TENspam");
+    assert_exit(r, 2);
+    assert_has(r.err, "--yes");
+    assert_has(r.err, "not a terminal");
+    cr_assert_str_empty(r.out);
+    run_free(&r);
+    cr_assert_eq(depth(c, "TENspam"), 3, "a refused drain changes nothing");
+
+    r = CTL("drain", "q", "TENspam", "--yes");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "drained 3 jobs\n");
+    run_free(&r);
+    cr_assert_eq(depth(c, "TENspam"), 0);
+    cr_assert_eq(depth(c, "TENkeep"), 1, "the sibling is untouched");
+
+    r = CTL("--json", "-y", "drain", "q", "TENkeep");
+    assert_exit(r, 0);
+    json_t *j = json_line(r.out, 0);
+    cr_assert_eq(jint(j, "drained"), 1);
+    json_decref(j);
+    run_free(&r);
+    tc_close(c);
+}
+
+Test(emqctl, job_shows_the_row_and_server_errors_exit_1)
+{
+    struct tc_conn *c = fx_conn();
+    enqueue(c, "JOBshow", "TENa");
+    struct run r = CTL("job", "q", "JOBshow");
+    assert_exit(r, 0);
+    char line[256];
+    cr_assert_str_eq(line_with(r.out, "state", line, sizeof(line)), "state         pending");
+    cr_assert_str_eq(line_with(r.out, "group", line, sizeof(line)), "group         TENa");
+    cr_assert_str_eq(line_with(r.out, "payload", line, sizeof(line)),
+                     "payload       {\"j\":\"JOBshow\"}");
+    run_free(&r);
+
+    r = CTL("job", "q", "JOBshow", "--json");
+    assert_exit(r, 0);
+    json_t *j = json_line(r.out, 0);
+    json_t *row = json_object_get(j, "job");
+    cr_assert_str_eq(jstr(row, "job"), "JOBshow");
+    cr_assert_str_eq(jstr(row, "state"), "pending");
+    cr_assert_eq(jint(row, "max_attempts"), 5);
+    json_decref(j);
+    run_free(&r);
+
+    r = CTL("job", "q", "JOBnope");
+    assert_exit(r, 1);
+    assert_has(r.err, "emqctl: ENOJOB: ");
+    cr_assert_str_empty(r.out);
+    run_free(&r);
+    r = CTL("job", "q", "nope");
+    assert_exit(r, 1);
+    assert_has(r.err, "emqctl: EKIND: ");
+    run_free(&r);
+    r = CTL("depth", "q", "bad group");
+    assert_exit(r, 1);
+    assert_has(r.err, "emqctl: EBRAND: ");
+    run_free(&r);
+    /* Under --json an error reply is printed too, unchanged. */
+    r = CTL("--json", "job", "q", "JOBnope");
+    assert_exit(r, 1);
+    j = json_line(r.out, 0);
+    cr_assert_str_eq(jstr(j, "error"), "ENOJOB");
+    json_decref(j);
+    run_free(&r);
+    tc_close(c);
+}
+
+/* Dead-letter job id with one lease: claim it and fail it with dead. */
+static void make_dead(struct tc_conn *c, const char *job)
+{
+    enqueue(c, job, "TENd");
+    json_t *cl = OK(c, "{\"op\":\"claim\",\"queue\":\"q\",\"count\":1}");
+    json_t *leased = json_array_get(json_object_get(cl, "jobs"), 0);
+    cr_assert_str_eq(jstr(leased, "job"), job);
+    json_decref(OK(c,
+                   "{\"op\":\"fail\",\"queue\":\"q\",\"job\":\"%s\",\"lease\":\"%s\","
+                   "\"error\":\"boom %s\",\"dead\":true}",
+                   job, jstr(leased, "lease"), job));
+    json_decref(cl);
+}
+
+Test(emqctl, dead_list_retry_purge)
+{
+    struct tc_conn *c = fx_conn();
+    make_dead(c, "JOBd1");
+    make_dead(c, "JOBd2");
+    make_dead(c, "JOBd3");
+
+    struct run r = CTL("dead", "q", "list");
+    assert_exit(r, 0);
+    char line[256];
+    assert_has(line_with(r.out, "JOB ", line, sizeof(line)), "GROUP  ATTEMPTS  DIED");
+    assert_has(line_with(r.out, "JOBd2", line, sizeof(line)), "boom JOBd2");
+    assert_has(line, "TENd");
+    cr_assert_eq(count_lines(r.out), 4);
+    run_free(&r);
+
+    r = CTL("dead", "q", "list", "--limit", "2", "--json");
+    assert_exit(r, 0);
+    json_t *j = json_line(r.out, 0);
+    json_t *jobs = json_object_get(j, "jobs");
+    cr_assert_eq(json_array_size(jobs), 2);
+    cr_assert_str_eq(jstr(json_array_get(jobs, 0), "job"), "JOBd1", "oldest death first");
+    cr_assert_eq(jint(json_array_get(jobs, 0), "attempts"), 1);
+    json_decref(j);
+    run_free(&r);
+
+    r = CTL("dead", "q", "retry", "JOBd1");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "retried 1 job\n");
+    run_free(&r);
+    cr_assert_eq(depth(c, "TENd"), 1);
+
+    r = CTL("dead", "q", "purge");
+    assert_exit(r, 2);
+    assert_has(r.err, "not a terminal");
+    run_free(&r);
+    r = CTL("dead", "q", "purge", "--yes");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "purged 2 jobs\n");
+    run_free(&r);
+    r = CTL("dead", "q", "retry", "JOBd2");
+    assert_exit(r, 1);
+    assert_has(r.err, "emqctl: ENOJOB: ");
+    run_free(&r);
+    tc_close(c);
+}
+
+Test(emqctl, enqueue_one_job)
+{
+    struct tc_conn *c = fx_conn();
+    struct run r = CTL("enqueue", "q", "--group", "TENe", "--job", "JOBone", "{\"n\":[1,2]}");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "JOBone enqueued\n");
+    run_free(&r);
+    r = CTL("enqueue", "q", "--group", "TENe", "--job", "JOBone", "{\"n\":[1,2]}");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "JOBone duplicate\n");
+    run_free(&r);
+    json_t *row = OK(c, "{\"op\":\"job\",\"queue\":\"q\",\"job\":\"JOBone\"}");
+    char *p = json_dumps(json_object_get(json_object_get(row, "job"), "payload"), JSON_COMPACT);
+    cr_assert_str_eq(p, "{\"n\":[1,2]}");
+    free(p);
+    json_decref(row);
+
+    r = CTL("--json", "enqueue", "q", "--delay-ms", "600000", "--max-attempts", "2", "-7");
+    assert_exit(r, 0);
+    json_t *j = json_line(r.out, 0);
+    cr_assert_str_eq(jstr(j, "verdict"), "enqueued");
+    row = OK(c, "{\"op\":\"job\",\"queue\":\"q\",\"job\":\"%s\"}", jstr(j, "job"));
+    json_t *rj = json_object_get(row, "job");
+    cr_assert_str_eq(jstr(rj, "state"), "delayed");
+    cr_assert_eq(jint(rj, "max_attempts"), 2);
+    cr_assert_eq(json_integer_value(json_object_get(rj, "payload")), -7);
+    json_decref(row);
+    json_decref(j);
+    run_free(&r);
+
+    r = CTL("enqueue", "q", "--group", "nobrand", "1");
+    assert_exit(r, 1);
+    assert_has(r.err, "emqctl: EBRAND: ");
+    run_free(&r);
+    tc_close(c);
+}
+
+Test(emqctl, enqueue_from_stdin_in_batches_reports_bad_lines)
+{
+    struct tc_conn *c = fx_conn();
+    const char *in = "{\"x\":1}\n"
+                     "{\"payload\":2,\"job\":\"JOBmine\",\"group\":\"TENother\"}\n"
+                     "this is not json\n"
+                     "\n"
+                     "{\"payload\":4,\"job\":\"mine4\"}\n"
+                     "5\n"
+                     "[6]\n";
+    struct run r = CTL_IN(in, "enqueue", "q", "--group", "TENin", "--batch", "2");
+    assert_exit(r, 1);
+    assert_has(r.err, "emqctl: EARG: line 3: not JSON");
+    assert_has(r.err, "emqctl: EKIND: line 5: ");
+    assert_has(r.out, "JOBmine enqueued\n");
+    assert_has(r.out, "4 enqueued, 0 duplicate, 2 failed\n");
+    cr_assert_eq(count_lines(r.out), 5, "4 verdicts and the summary:\n%s", r.out);
+    run_free(&r);
+    cr_assert_eq(depth(c, "TENin"), 3, "lines 1, 6 and 7 took the --group default");
+    cr_assert_eq(depth(c, "TENother"), 1);
+
+    /* Again: all duplicates but the minted ones; --json gives one reply per
+     * batch of 2 (5 items sent: 3 batches). */
+    r = CTL_IN(in, "--json", "enqueue", "q", "-", "--group", "TENin", "--batch", "2");
+    assert_exit(r, 1);
+    cr_assert_eq(count_lines(r.out), 3, "one line per batch:\n%s", r.out);
+    json_t *b0 = json_line(r.out, 0), *b2 = json_line(r.out, 2);
+    json_t *res0 = json_object_get(b0, "results");
+    cr_assert_eq(json_array_size(res0), 2);
+    cr_assert_str_eq(jstr(json_array_get(res0, 1), "verdict"), "duplicate");
+    cr_assert_eq(json_array_size(json_object_get(b2, "results")), 1);
+    json_decref(b0);
+    json_decref(b2);
+    run_free(&r);
+
+    /* All good lines: exit 0. */
+    r = CTL_IN("1\n2\n3\n", "enqueue", "q", "--group", "TENok");
+    assert_exit(r, 0);
+    assert_has(r.out, "3 enqueued, 0 duplicate, 0 failed\n");
+    run_free(&r);
+    cr_assert_eq(depth(c, "TENok"), 3);
+    tc_close(c);
+}
+
+Test(emqctl, check_reports_a_clean_queue)
+{
+    struct tc_conn *c = fx_conn();
+    enqueue(c, "JOBc1", "TENa");
+    struct run r = CTL("check", "q");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "ok: queue q holds every invariant\n");
+    run_free(&r);
+    r = CTL("check", "q", "--json");
+    assert_exit(r, 0);
+    json_t *j = json_line(r.out, 0);
+    cr_assert(json_is_array(json_object_get(j, "violations")));
+    cr_assert_eq(json_array_size(json_object_get(j, "violations")), 0);
+    json_decref(j);
+    run_free(&r);
+    r = CTL("check", "bad queue!");
+    assert_exit(r, 1);
+    assert_has(r.err, "emqctl: EQUEUE: ");
+    run_free(&r);
+    tc_close(c);
+}
+
+Test(emqctl, top_prints_snapshots_when_not_a_terminal)
+{
+    struct tc_conn *c = fx_conn();
+    enqueue(c, "JOBt1", "TENsmall");
+    for (int i = 0; i < 4; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "JOBbig%d", i);
+        enqueue(c, id, "TENbig");
+    }
+    struct run r = CTL("top", "q", "--iterations", "2", "--interval", "100");
+    assert_exit(r, 0);
+    const char *one = strstr(r.out, "emqctl top q  refresh 1");
+    const char *two = strstr(r.out, "emqctl top q  refresh 2");
+    cr_assert(one != NULL && two != NULL && one < two, "two snapshots:\n%s", r.out);
+    cr_assert_null(strstr(r.out, "refresh 3"));
+    cr_assert_null(strchr(r.out, '\x1b'), "no escapes when not a terminal");
+    /* Largest group first, in each snapshot; rates only in the second. */
+    const char *big = strstr(two, "\nTENbig "), *small = strstr(two, "\nTENsmall ");
+    cr_assert(big != NULL && small != NULL && big < small, "largest first:\n%s", two);
+    assert_has(two, "pending 5 (0/s)");
+    const char *rate = strstr(one, "/s");
+    cr_assert(rate != NULL && rate > two, "the first snapshot has no rates:\n%s", r.out);
+    run_free(&r);
+
+    r = CTL("--json", "top", "q", "--iterations", "2", "--interval", "100");
+    assert_exit(r, 0);
+    cr_assert_eq(count_lines(r.out), 2);
+    for (int i = 0; i < 2; i++) {
+        json_t *j = json_line(r.out, i);
+        cr_assert_eq(jint(json_object_get(j, "stats"), "pending"), 5);
+        cr_assert_eq(json_array_size(json_object_get(j, "groups")), 2);
+        json_decref(j);
+    }
+    run_free(&r);
+    tc_close(c);
+}
+
+Test(emqctl, token_and_environment_and_unix_socket)
+{
+    fx_teardown();
+    char sock[64];
+    snprintf(sock, sizeof(sock), "/tmp/emqctl-test-%d.sock", (int)getpid());
+    const char *const extra[] = {"--token", "s3cret", "--unix", sock, NULL};
+    cr_assert_eq(redis_server_start(&fx_redis, NULL), 0);
+    cr_assert_eq(emqd_start(&fx_emqd, fx_redis.port, extra), 0);
+
+    struct run r = CTL("stats", "q");
+    assert_exit(r, 1);
+    assert_has(r.err, "emqctl: EAUTH: ");
+    run_free(&r);
+    r = CTL("--token", "wrong", "stats", "q");
+    assert_exit(r, 1);
+    assert_has(r.err, "emqctl: EAUTH: ");
+    run_free(&r);
+    r = CTL("--token", "s3cret", "stats", "q");
+    assert_exit(r, 0);
+    assert_has(r.out, "pending  0\n");
+    run_free(&r);
+    r = run_ctl(NULL, "EMQ_TOKEN=s3cret", fx_emqd.port, (const char *const[]){"ping", NULL});
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "pong\n");
+    run_free(&r);
+
+    char env[64];
+    snprintf(env, sizeof(env), "EMQ_ADDR=127.0.0.1:%d", fx_emqd.port);
+    r = run_ctl(NULL, env, 0, (const char *const[]){"--token", "s3cret", "depth", "q", NULL});
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "0\n");
+    run_free(&r);
+
+    r = run_ctl(NULL, NULL, 0,
+                (const char *const[]){"--socket", sock, "--token", "s3cret", "ping", NULL});
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "pong\n");
+    run_free(&r);
+    unlink(sock);
+}
+
+Test(emqctl, enqueue_from_stdin_keeps_requests_under_the_line_limit)
+{
+    /* 300 items of ~5 KB: one --batch of 1000 would be a 1.5 MB line, over
+     * emqd's 1 MiB limit; emqctl sends them in several requests. */
+    size_t size = 300 * 5100 + 1;
+    char *in = malloc(size), *p = in;
+    cr_assert_not_null(in);
+    for (int i = 0; i < 300; i++)
+        p += sprintf(p, "{\"pad\":\"%04d%04990d\"}\n", i, 0);
+    struct run r = CTL_IN(in, "--json", "enqueue", "q", "--group", "TENbig");
+    free(in);
+    assert_exit(r, 0);
+    int lines = count_lines(r.out);
+    cr_assert(lines >= 3, "%d requests", lines);
+    size_t items = 0;
+    for (int i = 0; i < lines; i++) {
+        json_t *b = json_line(r.out, i);
+        cr_assert(json_is_true(json_object_get(b, "ok")));
+        items += json_array_size(json_object_get(b, "results"));
+        json_decref(b);
+    }
+    cr_assert_eq(items, 300);
+    run_free(&r);
+    struct tc_conn *c = fx_conn();
+    cr_assert_eq(depth(c, "TENbig"), 300);
+    tc_close(c);
+}
+
+/* Read from the pty master into buf (appending) until needle shows up or
+ * 10 s pass. True if needle was seen. */
+static bool pty_read_until(int master, char *buf, size_t size, size_t *len, const char *needle)
+{
+    for (long long t0 = tc_now_ms(); tc_now_ms() - t0 < 10000;) {
+        if (strstr(buf, needle) != NULL)
+            return true;
+        struct pollfd p = {.fd = master, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        ssize_t n = read(master, buf + *len, size - 1 - *len);
+        if (n <= 0)
+            return false; /* EIO: every slave side is closed */
+        *len += (size_t)n;
+        buf[*len] = '\0';
+    }
+    return false;
+}
+
+Test(emqctl, top_on_a_terminal_redraws_and_q_restores_the_terminal)
+{
+    struct tc_conn *c = fx_conn();
+    enqueue(c, "JOBtty", "TENtty");
+    tc_close(c);
+    int master, slave;
+    cr_assert_eq(openpty(&master, &slave, NULL, NULL, NULL), 0);
+    struct termios before;
+    cr_assert_eq(tcgetattr(slave, &before), 0);
+    char addr[32];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", fx_emqd.port);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        close(master);
+        login_tty(slave);
+        unsetenv("NO_COLOR");
+        const char *bin = getenv("EMQCTL");
+        execl(bin, bin, "--addr", addr, "top", "q", "--interval", "100", (char *)NULL);
+        _exit(127);
+    }
+    static char out[1 << 16];
+    size_t len = 0;
+    out[0] = '\0';
+    cr_assert(pty_read_until(master, out, sizeof(out), &len, "refresh 2"), "no redraw:\n%s", out);
+    cr_assert_eq(write(master, "q", 1), 1);
+    /* The parent keeps the slave open (to read its modes after), so the
+     * end is the restore sequence, not EOF. */
+    cr_assert(pty_read_until(master, out, sizeof(out), &len, "\x1b[?1049l"),
+              "the screen was not given back:\n%s", out);
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "q ends top with 0, status %d", st);
+    assert_has(out, "\x1b[?1049h");          /* alternate screen */
+    assert_has(out, "\x1b[1mGROUP");         /* colour on a terminal */
+    assert_has(out, "TENtty ");              /* the group row */
+    assert_has(out, "\x1b[?25h\x1b[?1049l"); /* cursor and screen given back */
+    struct termios after;
+    cr_assert_eq(tcgetattr(slave, &after), 0);
+    cr_assert_eq(after.c_lflag & (ICANON | ECHO), before.c_lflag & (ICANON | ECHO),
+                 "the terminal modes are restored");
+    close(slave);
+    close(master);
+}
