@@ -22,9 +22,13 @@ static void sweep_cb(uv_timer_t *t)
 {
     struct server *s = t->data;
     uint64_t now = uv_now(s->loop);
-    for (struct client *c = s->clients; c != NULL; c = c->next)
+    struct client *next;
+    for (struct client *c = s->clients; c != NULL; c = next) {
+        next = c->next; /* the idle check may unlink c */
         if (c->held.count > 0)
             client_sweep(c, now);
+        client_idle_check(c, now);
+    }
 }
 
 /* Every queue any daemon has used is named in emq:queues, so a daemon
@@ -69,7 +73,9 @@ static void pool_state_cb(void *priv, bool up)
             server_stop(s);
             return;
         }
-        log_info("emqd %s ready", EMQ_VERSION);
+        log_event(LOG_INFO, "ready", "version=%s", EMQ_VERSION);
+        if (s->ready != NULL)
+            s->ready(s);
     }
     /* Streams and parked claims resume by themselves. */
     for (struct map_entry *e = map_first(&s->queues, &b); e; e = map_next(&s->queues, &b, e)) {
@@ -141,7 +147,7 @@ static void accept_cb(uv_stream_t *listener, int status)
         log_warn("accept: %s", uv_strerror(rc));
 }
 
-static int listen_tcp(struct server *s, const char *spec)
+int server_parse_addr(const char *spec, struct sockaddr_storage *sa)
 {
     char host[256];
     const char *colon = strrchr(spec, ':');
@@ -150,14 +156,21 @@ static int listen_tcp(struct server *s, const char *spec)
     memcpy(host, spec, (size_t)(colon - spec));
     host[colon - spec] = '\0';
     int port = atoi(colon + 1);
-    struct sockaddr_storage sa;
     char *h = host;
     if (h[0] == '[') { /* [::1]:7711 */
         h++;
         h[strlen(h) - 1] = '\0';
     }
-    if (uv_ip4_addr(h, port, (struct sockaddr_in *)&sa) != 0 &&
-        uv_ip6_addr(h, port, (struct sockaddr_in6 *)&sa) != 0)
+    if (uv_ip4_addr(h, port, (struct sockaddr_in *)sa) != 0 &&
+        uv_ip6_addr(h, port, (struct sockaddr_in6 *)sa) != 0)
+        return UV_EINVAL;
+    return 0;
+}
+
+static int listen_tcp(struct server *s, const char *spec)
+{
+    struct sockaddr_storage sa;
+    if (server_parse_addr(spec, &sa) != 0)
         return UV_EINVAL;
     uv_tcp_init(s->loop, &s->tcp);
     s->tcp.data = s;
@@ -173,10 +186,11 @@ int server_listen(struct server *s)
     int rc;
     if (s->cfg->listen != NULL) {
         if ((rc = listen_tcp(s, s->cfg->listen)) != 0) {
-            log_error("cannot listen on %s: %s", s->cfg->listen, uv_strerror(rc));
+            log_event(LOG_ERROR, "cannot listen", "listen=%s error=%s", s->cfg->listen,
+                      uv_err_name(rc));
             return rc;
         }
-        log_info("listening on %s", s->cfg->listen);
+        log_event(LOG_INFO, "listening", "listen=%s", s->cfg->listen);
     }
     if (s->cfg->unix_path != NULL) {
         unlink(s->cfg->unix_path);

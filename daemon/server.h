@@ -34,6 +34,20 @@ struct server_counters {
     uint64_t enqueued, claimed, completed, failed, released, reaped, promoted;
 };
 
+/* Room for every op of the command tables (test_cmd checks the count). */
+#define SERVER_OPS_MAX 48
+
+/* Requests by op (cmd_at index; SERVER_OPS_MAX = no op: unparsable or
+ * unknown) and by result (0 = ok, else the wire error code). */
+struct server_results {
+    uint64_t n[SERVER_OPS_MAX + 1][WIRE__END];
+};
+
+/* Jobs of one queue, counted as this daemon saw them move. */
+struct queue_counters {
+    uint64_t enqueued, claimed, completed, failed, dead, reaped;
+};
+
 /* The daemon. */
 struct server {
     uv_loop_t *loop;
@@ -56,13 +70,17 @@ struct server {
     uv_timer_t drain_timer;
     int drain_ticks;
     void (*stop_done)(struct server *s); /* after the pool has closed */
+    void (*ready)(struct server *s);     /* once clients are let in */
     struct mint mint;
     struct mint_rand rand;
     struct server_counters count;
+    struct server_results results;
 };
 
 int server_init(struct server *s, uv_loop_t *loop, const struct config *cfg);
 int server_listen(struct server *s);
+/* Parse IP:PORT or [IPv6]:PORT (no names: nothing may block). 0 or UV_EINVAL. */
+int server_parse_addr(const char *spec, struct sockaddr_storage *sa);
 void server_attach_pool(struct server *s, struct pool *p);
 /* Stop accepting and handing out work, flush, close everything; the loop
  * then ends by itself. */
@@ -81,7 +99,8 @@ struct req {
     const struct cmd *cmd;
     struct queue *q; /* the "queue" argument's queue, if any */
     bool done;
-    char *reply; /* encoded reply line, when done out of order */
+    unsigned char err; /* the wire error it was answered with, 0 = ok */
+    char *reply;       /* encoded reply line, when done out of order */
     size_t reply_len;
     int outstanding;     /* pool calls still to answer (enqueue_many, drain) */
     json_t *acc;         /* what a multi-call request gathers (owned) */
@@ -153,6 +172,8 @@ void client_close(struct client *c, const char *why);
 void client_shutdown(struct client *c);
 void client_ref(struct client *c);
 void client_unref(struct client *c);
+/* Close the client if it has been idle past the idle timeout (now: uv_now). */
+void client_idle_check(struct client *c, uint64_t now);
 /* Write every dirty client's buffer (called from the flush handle). */
 void client_flush_all(struct server *s);
 
@@ -211,6 +232,7 @@ struct queue {
     size_t nbatch, capbatch;
     struct queue *batch_next;
     bool batched;
+    struct queue_counters count;
 };
 
 void queue_free(struct queue *q);
