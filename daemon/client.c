@@ -433,6 +433,8 @@ int client_accept(struct server *s, uv_stream_t *listener)
     }
     log_event(LOG_DEBUG, "connection opened", "client=%s", c->addr);
     c->last_active = uv_now(s->loop);
+    /* Opened while no token is set: it stays in if a reload sets one. */
+    c->authed = s->cfg->token == NULL;
     read_start(c);
     return 0;
 }

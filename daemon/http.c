@@ -38,7 +38,7 @@ struct http_conn {
     char *out;
     int refs;         /* the handles' (one for both) and the handler's */
     int open_handles; /* the socket and the timer, until their close callbacks */
-    bool closing, answered, url_too_long;
+    bool closing, answered, url_too_long, complete;
 };
 
 static void server_release(struct http_server *h)
@@ -152,15 +152,17 @@ static int on_message_complete(http_parser *p)
 {
     struct http_conn *c = p->data;
     if (c->url_too_long) {
+        c->complete = true;
         respond_text(c, 413, "URL too long\n");
-        return 1;
+        return 0;
     }
     c->url[c->url_len] = '\0';
     c->url[strcspn(c->url, "?#")] = '\0';
-    http_conn_ref(c); /* the handler may close it */
+    c->complete = true; /* one request per connection: later bytes are ignored */
+    http_conn_ref(c);   /* the handler may close it */
     c->srv->cb(c->srv->priv, c, http_method_str((enum http_method)p->method), c->url);
     http_conn_unref(c);
-    return 1; /* one request per connection: stop parsing */
+    return 0;
 }
 
 static const http_parser_settings settings = {
@@ -182,9 +184,11 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         conn_close(c);
         return;
     }
+    if (c->complete || nread == 0)
+        return;
     c->seen += (size_t)nread;
     size_t used = http_parser_execute(&c->parser, &settings, buf->base, (size_t)nread);
-    if (c->answered || c->closing)
+    if (c->complete || c->closing)
         return;
     if (HTTP_PARSER_ERRNO(&c->parser) != HPE_OK || used != (size_t)nread) {
         respond_text(c, 400, "bad request\n");
