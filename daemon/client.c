@@ -11,6 +11,8 @@
 #include "server.h"
 
 static void on_close_cb(uv_handle_t *h);
+static void read_start(struct client *c);
+static void run_lines(struct client *c);
 
 void client_ref(struct client *c)
 {
@@ -34,13 +36,20 @@ void client_unref(struct client *c)
 
 /* Reads pause while too many requests wait for replies (a pipelining
  * client cannot make the daemon buffer without bound) and resume below
- * half of that. */
-static void read_start(struct client *c);
-
+ * half of that. Lines already read but not run when reads paused run at
+ * the resume, from the server's idle handle (never from inside the reply
+ * that freed the room: handlers must not nest). */
 static void maybe_resume(struct client *c)
 {
-    if (!c->reading && !c->closing && !c->quit && c->inflight <= c->srv->cfg->max_inflight / 2)
-        read_start(c);
+    struct server *s = c->srv;
+    if (c->reading || c->closing || c->quit || c->resume_queued ||
+        c->inflight > s->cfg->max_inflight / 2)
+        return;
+    client_ref(c); /* dropped by client_resume_all */
+    c->resume_queued = true;
+    c->resume_next = s->resumed;
+    s->resumed = c;
+    uv_idle_start(&s->resume, server_resume_cb);
 }
 
 static void mark_dirty(struct client *c)
@@ -286,6 +295,36 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     if (nread == 0)
         return;
     frame_commit(&c->frame, (size_t)nread);
+    run_lines(c);
+}
+
+static void read_start(struct client *c)
+{
+    if (uv_read_start(&c->h.stream, alloc_cb, read_cb) == 0)
+        c->reading = true;
+}
+
+void client_resume_all(struct server *s)
+{
+    struct client *c = s->resumed;
+    s->resumed = NULL;
+    while (c != NULL) {
+        struct client *next = c->resume_next;
+        c->resume_queued = false;
+        c->resume_next = NULL;
+        if (!c->reading && !c->closing && !c->quit) {
+            read_start(c);
+            run_lines(c);
+        }
+        client_unref(c);
+        c = next;
+    }
+}
+
+/* Run the complete lines in the frame buffer until none is left, the
+ * client quits, or too many requests are in flight (reads pause). */
+static void run_lines(struct client *c)
+{
     client_ref(c); /* a handler may close the client */
     for (;;) {
         const char *line;
@@ -315,12 +354,6 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         }
     }
     client_unref(c);
-}
-
-static void read_start(struct client *c)
-{
-    if (uv_read_start(&c->h.stream, alloc_cb, read_cb) == 0)
-        c->reading = true;
 }
 
 static void write_cb(uv_write_t *w, int status)

@@ -18,6 +18,13 @@ static void flush_cb(uv_check_t *h)
     client_flush_all(s);
 }
 
+void server_resume_cb(uv_idle_t *h)
+{
+    struct server *s = h->data;
+    uv_idle_stop(h);
+    client_resume_all(s);
+}
+
 static void sweep_cb(uv_timer_t *t)
 {
     struct server *s = t->data;
@@ -96,6 +103,8 @@ int server_init(struct server *s, uv_loop_t *loop, const struct config *cfg)
     s->flush.data = s;
     uv_check_start(&s->flush, flush_cb);
     uv_unref((uv_handle_t *)&s->flush);
+    uv_idle_init(loop, &s->resume);
+    s->resume.data = s;
     uv_timer_init(loop, &s->sweep);
     s->sweep.data = s;
     uv_timer_start(&s->sweep, sweep_cb, 1000, 1000);
@@ -218,6 +227,7 @@ static void stopped_cb(void *priv)
     map_deinit(&s->queues);
     uv_close((uv_handle_t *)&s->flush, NULL);
     uv_close((uv_handle_t *)&s->sweep, NULL);
+    uv_close((uv_handle_t *)&s->resume, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
     if (s->stop_done != NULL)

@@ -60,10 +60,12 @@ struct server {
     struct map queues; /* name -> struct queue *, owned */
     struct client *clients;
     size_t nclients;
-    struct client *dirty;  /* clients with bytes to write this turn */
-    struct queue *batched; /* queues with completions to send this turn */
-    uv_check_t flush;      /* end of each loop turn: send coalesced work, write replies */
-    uv_timer_t sweep;      /* forgets leases that have run out (client_sweep) */
+    struct client *dirty;   /* clients with bytes to write this turn */
+    struct queue *batched;  /* queues with completions to send this turn */
+    uv_check_t flush;       /* end of each loop turn: send coalesced work, write replies */
+    uv_timer_t sweep;       /* forgets leases that have run out (client_sweep) */
+    uv_idle_t resume;       /* runs client_resume_all while clients wait in resumed */
+    struct client *resumed; /* clients whose paused reads may resume */
     uv_signal_t sigterm, sigint;
     bool stopping, listening;
     int exit_code;
@@ -154,8 +156,9 @@ struct client {
     struct outbuf out;  /* bytes waiting for the next write */
     struct outbuf wbuf; /* bytes being written */
     uv_write_t write_req;
-    bool writing, dirty, closing, quit, authed, reading, unix_socket;
-    int refs; /* requests and writes that still point here */
+    bool writing, dirty, closing, quit, authed, reading, unix_socket, resume_queued;
+    struct client *resume_next; /* in the server's resumed list */
+    int refs;                   /* requests and writes that still point here */
     struct req *head, *tail;
     size_t inflight;        /* requests not yet answered */
     struct map held;        /* "queue job" -> struct lease, jobs leased to us */
@@ -172,6 +175,10 @@ void client_close(struct client *c, const char *why);
 void client_shutdown(struct client *c);
 void client_ref(struct client *c);
 void client_unref(struct client *c);
+/* Resume reading the clients whose requests in flight fell below the
+ * limit, running the lines they had sent already. */
+void client_resume_all(struct server *s);
+void server_resume_cb(uv_idle_t *h);
 /* Close the client if it has been idle past the idle timeout (now: uv_now). */
 void client_idle_check(struct client *c, uint64_t now);
 /* Write every dirty client's buffer (called from the flush handle). */

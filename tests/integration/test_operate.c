@@ -240,6 +240,38 @@ Test(operate, max_clients_refuses_the_one_over)
     tc_close(a);
 }
 
+/* max-inflight: once that many requests of a connection await replies
+ * (here a parked claim holds the line), emqd stops reading it, so a later
+ * request does not run until the head is answered. */
+Test(operate, max_inflight_pauses_reading_until_replies_drain)
+{
+    const char *const extra[] = {"--max-inflight", "4", NULL};
+    fx_start(extra);
+    struct tc_conn *w = fx_conn(), *p = fx_conn();
+    const char *lines = "{\"op\":\"claim\",\"queue\":\"ia\",\"wait_ms\":30000}\n"
+                        "{\"op\":\"ping\"}\n{\"op\":\"ping\"}\n{\"op\":\"ping\"}\n"
+                        "{\"op\":\"enqueue\",\"queue\":\"ib\",\"group\":\"TENa\",\"payload\":1}\n";
+    cr_assert_eq(tc_send(w, lines, strlen(lines)), 0);
+    tc_sleep_ms(300); /* time to read what it may; slowness can only pass */
+    json_t *r = OK(p, "{\"op\":\"stats\",\"queue\":\"ib\"}");
+    cr_assert_eq(jint(r, "pending"), 0, "the fifth request was not read");
+    json_decref(r);
+    json_decref(OK(p, "{\"op\":\"enqueue\",\"queue\":\"ia\",\"group\":\"TENa\",\"payload\":2}"));
+    r = tc_read(w, 5000);
+    cr_assert_eq(json_array_size(claim_jobs(r)), 1, "the parked claim got the job");
+    json_decref(r);
+    for (int i = 0; i < 4; i++) {
+        r = tc_read(w, 5000);
+        assert_ok(r);
+        json_decref(r);
+    }
+    r = OK(p, "{\"op\":\"stats\",\"queue\":\"ib\"}");
+    cr_assert_eq(jint(r, "pending"), 1, "reading resumed and the enqueue ran");
+    json_decref(r);
+    tc_close(w);
+    tc_close(p);
+}
+
 /* A worker that asks for more than it reads is dropped at max-output, and
  * the jobs it was handed go back. */
 Test(operate, max_output_drops_a_client_and_releases_its_jobs)
