@@ -227,6 +227,7 @@ static void stopped_cb(void *priv)
     map_deinit(&s->queues);
     uv_close((uv_handle_t *)&s->flush, NULL);
     uv_close((uv_handle_t *)&s->sweep, NULL);
+    client_resume_all(s); /* drops the references of any still queued */
     uv_close((uv_handle_t *)&s->resume, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
