@@ -65,10 +65,12 @@ static void pool_state_cb(void *priv, bool up)
     struct server *s = priv;
     size_t b;
     if (!up) {
-        log_warn("backend unreachable: requests answer EUNAVAILABLE until it is back");
+        char q[300];
+        log_event(LOG_WARN, "backend unreachable: requests answer EUNAVAILABLE until it is back",
+                  "error=%s", log_quote(pool_last_error(s->pool), q, sizeof(q)));
         return;
     }
-    log_info("backend connected");
+    log_event(LOG_INFO, "backend connected", "queues=%zu", s->queues.count);
     const char *argv[] = {"SMEMBERS", SERVER_QUEUES_KEY};
     pool_command(s->pool, 2, argv, NULL, known_queues_cb, s);
     /* Clients are let in once the backend first answers, so a request
@@ -146,14 +148,14 @@ static void accept_cb(uv_stream_t *listener, int status)
 {
     struct server *s = listener->data;
     if (status < 0) {
-        log_warn("accept: %s", uv_strerror(status));
+        log_event(LOG_WARN, "accept failed", "error=%s", uv_err_name(status));
         return;
     }
     if (s->stopping)
         return;
     int rc = client_accept(s, listener);
     if (rc < 0)
-        log_warn("accept: %s", uv_strerror(rc));
+        log_event(LOG_WARN, "accept failed", "error=%s", uv_err_name(rc));
 }
 
 int server_parse_addr(const char *spec, struct sockaddr_storage *sa)
@@ -210,10 +212,11 @@ int server_listen(struct server *s)
         if (rc == 0)
             rc = uv_listen((uv_stream_t *)&s->unix_listener, 1024, accept_cb);
         if (rc != 0) {
-            log_error("cannot listen on %s: %s", s->cfg->unix_path, uv_strerror(rc));
+            log_event(LOG_ERROR, "cannot listen", "unix=%s error=%s", s->cfg->unix_path,
+                      uv_err_name(rc));
             return rc;
         }
-        log_info("listening on %s", s->cfg->unix_path);
+        log_event(LOG_INFO, "listening", "unix=%s", s->cfg->unix_path);
     }
     return 0;
 }
@@ -259,7 +262,8 @@ void server_stop(struct server *s)
     if (s->stopping)
         return;
     s->stopping = true;
-    log_info("stopping: no new connections or work; releasing leases");
+    log_event(LOG_INFO, "stopping: no new connections or work; releasing leases", "clients=%zu",
+              s->nclients);
     if (s->tcp_open)
         uv_close((uv_handle_t *)&s->tcp, NULL);
     if (s->unix_open) {
