@@ -305,8 +305,7 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 
 bool config_loopback(const char *listen)
 {
-    return listen == NULL || strncmp(listen, "127.", 4) == 0 || strncmp(listen, "[::1]:", 6) == 0 ||
-           strncmp(listen, "localhost:", 10) == 0;
+    return listen == NULL || strncmp(listen, "127.", 4) == 0 || strncmp(listen, "[::1]:", 6) == 0;
 }
 
 int config_parse_redis(const char *url, struct pool_config *pc, char *buf, size_t cap)
