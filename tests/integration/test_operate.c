@@ -158,13 +158,13 @@ Test(operate, sighup_applies_live_keys_and_names_the_rest)
     enqueue_many(c, 3, "ELIMIT");
 
     FILE *f = fopen(path, "w");
-    fprintf(f, "max-batch = 3\npool = 7\ntoken = sesame\n");
+    fprintf(f, "max-batch = 3\npool = 7\ntoken = sesame\nlog-level = debug\n");
     fclose(f);
     cr_assert_eq(kill(fx_emqd.pid, SIGHUP), 0);
     int reloaded = 0;
     for (int i = 0; i < 200 && !reloaded; i++) {
         tc_sleep_ms(20);
-        reloaded = file_has(log, "msg=reloaded changed=3");
+        reloaded = file_has(log, "msg=reloaded changed=4");
     }
     cr_assert(reloaded, "the reload was logged");
     cr_assert(file_has(log, "needs a restart; keeping the running value\" key=pool"));
@@ -176,6 +176,10 @@ Test(operate, sighup_applies_live_keys_and_names_the_rest)
     c = fx_conn();
     assert_err_free(tc_call(c, "{\"op\":\"depth\",\"queue\":\"cf\"}"), "EAUTH");
     tc_close(c);
+    /* log-level debug took effect: connections and refusals are logged. */
+    cr_assert(file_has(log, "msg=\"connection opened\" client=127.0.0.1:"));
+    cr_assert(file_has(log, "msg=\"request refused\" client=127.0.0.1:"));
+    cr_assert(file_has(log, " code=EAUTH message="));
 
     /* A bad file changes nothing. */
     f = fopen(path, "w");
