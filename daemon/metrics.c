@@ -16,7 +16,12 @@
 #include "log.h"
 #include "server.h"
 
-#define GROUP_PAGE "256"
+#define GROUP_PAGE  "256"
+#define SCRAPES_MAX 2 /* at once; each costs two backend calls per queue */
+
+/* Scrapes in flight, over the process (a scrape outlives metrics_free
+ * when the daemon stops mid-scrape, so the count cannot live there). */
+static int scrapes_inflight;
 
 struct metrics {
     struct server *srv;
@@ -217,6 +222,7 @@ static void scrape_free(struct scrape *sc)
     free(sc->reads);
     http_conn_unref(sc->conn);
     free(sc);
+    scrapes_inflight--;
 }
 
 static void scrape_done(struct scrape *sc)
@@ -290,6 +296,7 @@ static void scrape_start(struct server *s, struct http_conn *conn)
         http_respond(conn, 503, "text/plain", "out of memory\n", 14);
         return;
     }
+    scrapes_inflight++;
     sc->srv = s;
     sc->conn = conn;
     http_conn_ref(conn);
@@ -322,6 +329,10 @@ static void request_cb(void *priv, struct http_conn *c, const char *method, cons
     }
     if (strcmp(method, "GET") != 0) {
         http_respond(c, 405, "text/plain", "GET only\n", 9);
+        return;
+    }
+    if (scrapes_inflight >= SCRAPES_MAX) {
+        http_respond(c, 503, "text/plain", "scrapes already running\n", 24);
         return;
     }
     if (m->srv->stopping) {
