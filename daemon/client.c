@@ -11,6 +11,8 @@
 #include "server.h"
 
 static void on_close_cb(uv_handle_t *h);
+static void read_start(struct client *c);
+static void run_lines(struct client *c);
 
 void client_ref(struct client *c)
 {
@@ -34,13 +36,20 @@ void client_unref(struct client *c)
 
 /* Reads pause while too many requests wait for replies (a pipelining
  * client cannot make the daemon buffer without bound) and resume below
- * half of that. */
-static void read_start(struct client *c);
-
+ * half of that. Lines already read but not run when reads paused run at
+ * the resume, from the server's idle handle (never from inside the reply
+ * that freed the room: handlers must not nest). */
 static void maybe_resume(struct client *c)
 {
-    if (!c->reading && !c->closing && !c->quit && c->inflight <= c->srv->cfg->max_inflight / 2)
-        read_start(c);
+    struct server *s = c->srv;
+    if (c->reading || c->closing || c->quit || c->resume_queued ||
+        c->inflight > s->cfg->max_inflight / 2)
+        return;
+    client_ref(c); /* dropped by client_resume_all */
+    c->resume_queued = true;
+    c->resume_next = s->resumed;
+    s->resumed = c;
+    uv_idle_start(&s->resume, server_resume_cb);
 }
 
 static void mark_dirty(struct client *c)
@@ -58,8 +67,8 @@ void client_send(struct client *c, const char *data, size_t len)
     if (c->closing)
         return;
     if (c->out.len + c->wbuf.len + len > c->srv->cfg->max_output) {
-        log_warn("client %s: output buffer over %zu bytes (not reading?), disconnecting", c->addr,
-                 c->srv->cfg->max_output);
+        log_event(LOG_WARN, "output buffer full (not reading?): disconnecting",
+                  "client=%s max_output=%zu", c->addr, c->srv->cfg->max_output);
         client_close(c, "output buffer full");
         return;
     }
@@ -101,9 +110,21 @@ static void drain_replies(struct client *c)
     }
 }
 
+/* The request's place in the op table (SERVER_OPS_MAX if none), for the
+ * requests-by-op-and-result counters. */
+static size_t op_index(const struct cmd *cmd)
+{
+    const struct cmd *k;
+    for (size_t i = 0; cmd != NULL && i < SERVER_OPS_MAX && (k = cmd_at(i)) != NULL; i++)
+        if (k == cmd)
+            return i;
+    return SERVER_OPS_MAX;
+}
+
 void req_ok_line(struct req *r, struct outbuf *line)
 {
     struct client *c = r->c;
+    c->srv->results.n[op_index(r->cmd)][r->err < WIRE__END ? r->err : 0]++;
     if (c->closing) {
         /* Nobody to answer; the request was unlinked when the client
          * closed. */
@@ -135,8 +156,12 @@ void req_error(struct req *r, enum wire_error code, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     r->c->srv->count.errors++;
-    log_debug("client %s: %s %s: %s", r->c->addr, r->cmd ? r->cmd->name : "-",
-              wire_error_name(code), msg);
+    r->err = (unsigned char)code;
+    if (log_threshold >= LOG_DEBUG) {
+        char q[600];
+        log_event(LOG_DEBUG, "request refused", "client=%s op=%s code=%s message=%s", r->c->addr,
+                  r->cmd ? r->cmd->name : "-", wire_error_name(code), log_quote(msg, q, sizeof(q)));
+    }
     struct outbuf line;
     outbuf_init(&line);
     reply_error(&line, r->ref, code, msg);
@@ -202,6 +227,7 @@ static void handle_line(struct client *c, const char *line, size_t len)
         return;
     }
     s->count.requests++;
+    c->last_active = uv_now(s->loop);
     if (request_parse(&rq, line, len, &err) != 0) {
         r->root = rq.root;
         r->ref = rq.ref;
@@ -269,6 +295,36 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     if (nread == 0)
         return;
     frame_commit(&c->frame, (size_t)nread);
+    run_lines(c);
+}
+
+static void read_start(struct client *c)
+{
+    if (uv_read_start(&c->h.stream, alloc_cb, read_cb) == 0)
+        c->reading = true;
+}
+
+void client_resume_all(struct server *s)
+{
+    struct client *c = s->resumed;
+    s->resumed = NULL;
+    while (c != NULL) {
+        struct client *next = c->resume_next;
+        c->resume_queued = false;
+        c->resume_next = NULL;
+        if (!c->reading && !c->closing && !c->quit) {
+            read_start(c);
+            run_lines(c);
+        }
+        client_unref(c);
+        c = next;
+    }
+}
+
+/* Run the complete lines in the frame buffer until none is left, the
+ * client quits, or too many requests are in flight (reads pause). */
+static void run_lines(struct client *c)
+{
     client_ref(c); /* a handler may close the client */
     for (;;) {
         const char *line;
@@ -298,12 +354,6 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         }
     }
     client_unref(c);
-}
-
-static void read_start(struct client *c)
-{
-    if (uv_read_start(&c->h.stream, alloc_cb, read_cb) == 0)
-        c->reading = true;
 }
 
 static void write_cb(uv_write_t *w, int status)
@@ -408,12 +458,16 @@ int client_accept(struct server *s, uv_stream_t *listener)
     if (s->nclients > s->cfg->max_clients) {
         static const char full[] =
             "{\"ok\":false,\"error\":\"ELIMIT\",\"message\":\"too many connections\"}\n";
-        log_warn("client %s refused: %zu connections is the limit", c->addr, s->cfg->max_clients);
+        log_event(LOG_WARN, "connection refused: too many connections", "client=%s max_clients=%zu",
+                  c->addr, s->cfg->max_clients);
         client_send(c, full, sizeof(full) - 1);
         c->quit = true;
         return 0;
     }
-    log_debug("client %s connected", c->addr);
+    log_event(LOG_DEBUG, "connection opened", "client=%s", c->addr);
+    c->last_active = uv_now(s->loop);
+    /* Opened while no token is set: it stays in if a reload sets one. */
+    c->authed = s->cfg->token == NULL;
     read_start(c);
     return 0;
 }
@@ -446,8 +500,8 @@ static void release_held(struct client *c)
     json_object_foreach(byq, name, pairs)
     {
         struct queue *q = map_get(&c->srv->queues, name, strlen(name));
-        log_info("client %s closed holding %zu jobs of queue %s: released", c->addr,
-                 json_array_size(pairs) / 2, name);
+        log_event(LOG_INFO, "connection closed holding jobs: released",
+                  "client=%s queue=%s jobs=%zu", c->addr, name, json_array_size(pairs) / 2);
         queue_release(q, json_incref(pairs), "connection closed");
     }
     json_decref(byq);
@@ -459,7 +513,11 @@ void client_close(struct client *c, const char *why)
     if (c->closing)
         return;
     c->closing = true;
-    log_debug("client %s closing: %s", c->addr, why);
+    if (log_threshold >= LOG_DEBUG) {
+        char q[200];
+        log_event(LOG_DEBUG, "connection closed", "client=%s reason=%s", c->addr,
+                  log_quote(why, q, sizeof(q)));
+    }
     if (c->reading)
         uv_read_stop(&c->h.stream);
     c->reading = false;
@@ -587,4 +645,19 @@ void client_shutdown(struct client *c)
         w = next;
     }
     mark_dirty(c);
+}
+
+/* Idle: no request for idle_timeout_ms, none unanswered, no lease held and
+ * no parked claim or stream. A streaming worker waiting for work is never
+ * idle: it waits legitimately, and the push it waits for is the daemon's
+ * to send. */
+void client_idle_check(struct client *c, uint64_t now)
+{
+    uint64_t limit = c->srv->cfg->idle_timeout_ms;
+    if (limit == 0 || c->closing || c->quit || c->head != NULL || c->held.count > 0 ||
+        c->waiters != NULL || now - c->last_active < limit)
+        return;
+    log_event(LOG_DEBUG, "idle connection closed", "client=%s idle_ms=%llu", c->addr,
+              (unsigned long long)(now - c->last_active));
+    client_close(c, "idle timeout");
 }

@@ -56,7 +56,8 @@ static void cmd_hello(struct req *r)
             diff |= (unsigned char)want[i] ^ (unsigned char)(i < len && tok ? tok[i] : 0);
         if (tok == NULL || diff != 0) {
             if (++c->auth_failures >= 3) {
-                log_warn("client %s: %d failed hellos, disconnecting", c->addr, c->auth_failures);
+                log_event(LOG_WARN, "failed hellos: disconnecting",
+                          "client=%s op=hello code=EAUTH failures=%d", c->addr, c->auth_failures);
                 c->quit = true;
             }
             req_error(r, WIRE_EAUTH, "bad or missing token");

@@ -121,6 +121,7 @@ static void reap_cb(void *priv, int status, redisReply *reply)
         return;
     long long n = reply->type == REDIS_REPLY_ARRAY ? reply->element[0]->integer : reply->integer;
     req_server(r)->count.reaped += (uint64_t)n;
+    r->q->count.reaped += (uint64_t)n;
     req_ok(r, json_pack("{s:I}", "reaped", (json_int_t)n));
 }
 

@@ -50,7 +50,7 @@ static int enqueue_item(struct req *r, json_t *item, const char *dflt_group, poo
     char *payload = json_dumps(json_object_get(item, "payload"), JSON_COMPACT | JSON_ENCODE_ANY);
     if (payload == NULL)
         return -ENOMEM;
-    if (strlen(payload) > s->cfg->max_line) {
+    if (strlen(payload) > s->cfg->max_payload) {
         free(payload);
         return -E2BIG;
     }
@@ -76,6 +76,7 @@ static void enqueue_cb(void *priv, int status, redisReply *reply)
         return;
     if (reply->integer == 1) {
         req_server(r)->count.enqueued++;
+        r->q->count.enqueued++;
         json_int_t delay = request_int(r->root, "delay_ms", 0);
         if (delay > 0)
             queue_due_in(r->q, (uint64_t)delay);
@@ -134,6 +135,7 @@ static void many_cb(void *priv, int status, redisReply *reply)
     } else {
         if (reply->integer == 1) {
             req_server(r)->count.enqueued++;
+            r->q->count.enqueued++;
             json_int_t delay = request_int(item, "delay_ms", 0);
             if (delay > 0)
                 queue_due_in(r->q, (uint64_t)delay);
@@ -246,6 +248,7 @@ static void claim_cb(void *priv, int status, redisReply *reply)
     reply_end_array(&line);
     reply_end(&line);
     c->srv->count.claimed += got;
+    r->q->count.claimed += got;
     if (got > 0) /* reap on time if the worker lets these run out */
         queue_due_in(r->q,
                      (uint64_t)request_int(r->root, "lease_ms", (json_int_t)c->srv->cfg->lease_ms));
@@ -354,6 +357,10 @@ static void state_cb(void *priv, int status, redisReply *reply)
     else if (strcmp(word, "ENOJOB") == 0)
         req_error(r, WIRE_ENOJOB, "no such job");
     else {
+        if (strcmp(r->cmd->name, "fail") == 0) {
+            r->q->count.failed++;
+            r->q->count.dead += strcmp(word, "dead") == 0;
+        }
         if (strcmp(word, "delayed") == 0) {
             json_int_t retry = request_int(r->root, "retry_ms", -1);
             /* The default backoff is at least 1 s: the regular pass. */

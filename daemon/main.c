@@ -1,174 +1,90 @@
-/* emqd: the echomq daemon. Parses options, picks the backend (a Redis URL,
- * or an embedded redis-server it supervises), and runs the loop until
- * SIGTERM / SIGINT. */
+/* emqd: the echomq daemon. Reads its settings (defaults, then --config
+ * FILE, then flags: flags win), picks the backend (a Redis URL, or an
+ * embedded redis-server it supervises), and runs the loop until SIGTERM /
+ * SIGINT. SIGHUP reloads the settings that can change live. systemd hears
+ * READY=1 once clients are let in and STOPPING=1 when the stop begins. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <systemd/sd-daemon.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "server.h"
 #include "supervise.h"
 
+/* A flag given on the command line, applied over the file (and again
+ * over it at each reload, so flags keep winning). */
+struct flag {
+    const struct config_key *key;
+    const char *value;
+};
+
+/* What the command line said. */
+struct args {
+    const char *config_path;
+    struct flag flags[128];
+    size_t nflags;
+};
+
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: emqd [options]\n"
-            "  --listen HOST:PORT    TCP address (default 127.0.0.1:7711; 'none' = off)\n"
-            "  --unix PATH           also listen on a unix socket\n"
-            "  --redis URL           redis://[:PASSWORD@]IP:PORT[/DB] or unix:///PATH[?db=N];\n"
-            "                        default: an embedded redis-server under --data-dir\n"
-            "  --data-dir DIR        embedded Redis directory (default ./emqd-data)\n"
-            "  --redis-bin PATH      redis-server binary (default: from PATH)\n"
-            "  --pool N              Redis connections (default 4)\n"
-            "  --token T             clients must 'hello' with this token\n"
-            "  --max-line BYTES      longest request line (default 1048576)\n"
-            "  --max-batch N         items per enqueue_many (default 10000)\n"
-            "  --max-clients N       connections (default 20000)\n"
-            "  --max-output BYTES    queued output per connection (default 64 MiB)\n"
-            "  --max-inflight N      unanswered requests per connection before reads pause\n"
-            "                        (default 4096)\n"
-            "  --lease-ms MS         default lease (default 30000)\n"
-            "  --retention-ms MS     completed rows kept for dedup (default 86400000)\n"
-            "  --max-attempts N      default attempts before dead-lettering (default 5)\n"
-            "  --redis-timeout-ms MS backend deadline (default 2000)\n"
-            "  --verbose             debug logging\n"
-            "  --version, --help\n");
+    char opt[64];
+    fprintf(out, "usage: emqd [--config FILE] [options]\n"
+                 "Every option is also a config file key (name = value); flags win.\n"
+                 "  --config FILE                 read settings from FILE\n");
+    for (size_t i = 0; i < config_nkeys; i++) {
+        const struct config_key *k = &config_keys[i];
+        snprintf(opt, sizeof(opt), "--%s%s", k->name, k->type == CONFIG_BOOL ? "" : " VALUE");
+        fprintf(out, "  %-29s %s (default: %s)%s\n", opt, k->help, k->dflt[0] ? k->dflt : "''",
+                (k->flags & CONFIG_RELOAD) ? " [SIGHUP]" : "");
+    }
+    fprintf(out, "  --verbose                     same as --log-level debug\n"
+                 "  --version, --help\n");
 }
 
-static int parse_size(const char *s, size_t *out)
+static int parse_args(int argc, char **argv, struct args *a)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0 || *end != '\0' || s[0] == '-' || v == 0)
-        return -1;
-    *out = (size_t)v;
-    return 0;
-}
+    enum { O_CONFIG = 1, O_VERSION, O_HELP, O_VERBOSE, O_KEY = 1000 };
+    static struct option opts[sizeof(a->flags) / sizeof(a->flags[0]) + 8];
+    size_t n = 0;
+    int o, idx;
 
-static int parse_args(int argc, char **argv, struct config *c)
-{
-    enum {
-        O_UNIX = 256,
-        O_REDIS,
-        O_DATA,
-        O_BIN,
-        O_POOL,
-        O_TOKEN,
-        O_LINE,
-        O_BATCH,
-        O_CLIENTS,
-        O_OUTPUT,
-        O_INFLIGHT,
-        O_LEASE,
-        O_RET,
-        O_ATT,
-        O_RTO,
-        O_VERSION
-    };
-    static const struct option opts[] = {
-        {"listen", required_argument, NULL, 'l'},
-        {"unix", required_argument, NULL, O_UNIX},
-        {"redis", required_argument, NULL, O_REDIS},
-        {"data-dir", required_argument, NULL, O_DATA},
-        {"redis-bin", required_argument, NULL, O_BIN},
-        {"pool", required_argument, NULL, O_POOL},
-        {"token", required_argument, NULL, O_TOKEN},
-        {"max-line", required_argument, NULL, O_LINE},
-        {"max-batch", required_argument, NULL, O_BATCH},
-        {"max-clients", required_argument, NULL, O_CLIENTS},
-        {"max-output", required_argument, NULL, O_OUTPUT},
-        {"max-inflight", required_argument, NULL, O_INFLIGHT},
-        {"lease-ms", required_argument, NULL, O_LEASE},
-        {"retention-ms", required_argument, NULL, O_RET},
-        {"max-attempts", required_argument, NULL, O_ATT},
-        {"redis-timeout-ms", required_argument, NULL, O_RTO},
-        {"verbose", no_argument, NULL, 'v'},
-        {"version", no_argument, NULL, O_VERSION},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    int o;
-    size_t v;
-    while ((o = getopt_long(argc, argv, "l:vh", opts, NULL)) != -1) {
-        int bad = 0;
-        switch (o) {
-        case 'l':
-            c->listen = strcmp(optarg, "none") ? optarg : NULL;
-            break;
-        case O_UNIX:
-            c->unix_path = optarg;
-            break;
-        case O_REDIS:
-            c->redis = optarg;
-            break;
-        case O_DATA:
-            c->data_dir = optarg;
-            break;
-        case O_BIN:
-            c->redis_bin = optarg;
-            break;
-        case O_TOKEN:
-            c->token = optarg;
-            break;
-        case O_POOL:
-            bad = parse_size(optarg, &v) || v > 64;
-            c->pool_size = (int)v;
-            break;
-        case O_LINE:
-            bad = parse_size(optarg, &c->max_line);
-            break;
-        case O_BATCH:
-            bad = parse_size(optarg, &c->max_batch);
-            break;
-        case O_CLIENTS:
-            bad = parse_size(optarg, &c->max_clients);
-            break;
-        case O_OUTPUT:
-            bad = parse_size(optarg, &c->max_output);
-            break;
-        case O_INFLIGHT:
-            bad = parse_size(optarg, &c->max_inflight);
-            break;
-        case O_LEASE:
-            bad = parse_size(optarg, &v);
-            c->lease_ms = v;
-            break;
-        case O_RET:
-            bad = parse_size(optarg, &v);
-            c->retention_ms = v;
-            break;
-        case O_ATT:
-            bad = parse_size(optarg, &v);
-            c->max_attempts = (int)v;
-            break;
-        case O_RTO:
-            bad = parse_size(optarg, &v);
-            c->redis_timeout_ms = v;
-            break;
-        case 'v':
-            c->verbose = 1;
-            break;
-        case O_VERSION:
+    for (size_t i = 0; i < config_nkeys; i++)
+        opts[n++] =
+            (struct option){config_keys[i].name,
+                            config_keys[i].type == CONFIG_BOOL ? no_argument : required_argument,
+                            NULL, O_KEY + (int)i};
+    opts[n++] = (struct option){"config", required_argument, NULL, O_CONFIG};
+    opts[n++] = (struct option){"verbose", no_argument, NULL, O_VERBOSE};
+    opts[n++] = (struct option){"version", no_argument, NULL, O_VERSION};
+    opts[n++] = (struct option){"help", no_argument, NULL, O_HELP};
+    opts[n] = (struct option){NULL, 0, NULL, 0};
+    while ((o = getopt_long(argc, argv, "l:vh", opts, &idx)) != -1) {
+        const struct config_key *k = NULL;
+        const char *value = optarg;
+        if (o == 'l')
+            k = config_key_find("listen", 6);
+        else if (o == 'v' || o == O_VERBOSE)
+            k = config_key_find("log-level", 9), value = "debug";
+        else if (o >= O_KEY)
+            k = &config_keys[o - O_KEY];
+        else if (o == O_CONFIG)
+            a->config_path = optarg;
+        else if (o == O_VERSION) {
             printf("emqd %s\n", EMQ_VERSION);
             exit(0);
-        case 'h':
+        } else if (o == 'h' || o == O_HELP) {
             usage(stdout);
             exit(0);
-        default:
+        } else {
             usage(stderr);
             return -1;
         }
-        if (bad) {
-            const char *name = "?";
-            for (const struct option *op = opts; op->name != NULL; op++)
-                if (op->val == o)
-                    name = op->name;
-            fprintf(stderr, "emqd: bad value for --%s: %s\n", name, optarg);
-            return -1;
-        }
+        if (k != NULL && a->nflags < sizeof(a->flags) / sizeof(a->flags[0]))
+            a->flags[a->nflags++] = (struct flag){k, k->type == CONFIG_BOOL ? "true" : value};
     }
     if (optind < argc) {
         fprintf(stderr, "emqd: unexpected argument: %s\n", argv[optind]);
@@ -177,9 +93,32 @@ static int parse_args(int argc, char **argv, struct config *c)
     return 0;
 }
 
+/* Defaults, the file, the flags: into c. 0, or -EINVAL with err set. */
+static int build_config(const struct args *a, struct config *c, char *err, size_t errlen)
+{
+    config_defaults(c);
+    if (a->config_path != NULL && config_load(c, a->config_path, err, errlen) != 0)
+        return -EINVAL;
+    for (size_t i = 0; i < a->nflags; i++) {
+        const struct flag *f = &a->flags[i];
+        char why[64];
+        if (config_set(c, f->key, f->value) != 0) {
+            snprintf(err, errlen, "bad value for --%s: %s (expected %s)", f->key->name, f->value,
+                     config_expected(f->key, why, sizeof(why)));
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* The daemon's parts, for the signal and state callbacks. */
 struct emqd {
     struct server srv;
     struct supervise *sup;
+    struct metrics *metrics;
+    struct args args;
+    struct config cfg;
+    uv_signal_t sighup;
     char url[1024];
 };
 
@@ -194,14 +133,75 @@ static void server_stopped(struct server *s)
     if (d->sup != NULL)
         supervise_stop(d->sup, sup_stopped_cb, d);
     d->sup = NULL;
+    uv_close((uv_handle_t *)&d->sighup, NULL);
     log_info("stopped");
+}
+
+static void stop(struct emqd *d)
+{
+    if (d->srv.stopping)
+        return;
+    sd_notify(0, "STOPPING=1");
+    d->metrics = metrics_free(d->metrics);
+    server_stop(&d->srv);
 }
 
 static void signal_cb(uv_signal_t *h, int sig)
 {
     struct emqd *d = h->data;
-    log_info("signal %d: shutting down", sig);
-    server_stop(&d->srv);
+    log_event(LOG_INFO, "shutting down", "signal=%d", sig);
+    stop(d);
+}
+
+/* Apply one changed key: live if it can change live, else say so. */
+static void reload_key(struct emqd *d, const struct config *next, const struct config_key *k)
+{
+    char v[256], q[300];
+    config_format(next, k, v, sizeof(v));
+    if (!(k->flags & CONFIG_RELOAD)) {
+        log_event(LOG_WARN, "changed setting needs a restart; keeping the running value", "key=%s",
+                  k->name);
+        return;
+    }
+    if (strcmp(k->name, "token") == 0 && next->token == NULL && !config_loopback(d->cfg.listen) &&
+        !d->cfg.allow_insecure) {
+        log_event(LOG_WARN, "refusing to drop the token on a non-loopback listen", "key=token");
+        return;
+    }
+    if (config_copy(&d->cfg, next, k) != 0) {
+        log_event(LOG_ERROR, "cannot apply setting", "key=%s", k->name);
+        return;
+    }
+    log_event(LOG_INFO, "setting reloaded", "key=%s value=%s", k->name,
+              (k->flags & CONFIG_SECRET) ? "(hidden)" : log_quote(v, q, sizeof(q)));
+    if (k->offset == offsetof(struct config, log_level))
+        log_threshold = (enum log_level)d->cfg.log_level;
+}
+
+static void sighup_cb(uv_signal_t *h, int sig)
+{
+    struct emqd *d = h->data;
+    struct config next;
+    char err[512], q[600];
+    size_t changed = 0;
+    (void)sig;
+    sd_notify(0, "RELOADING=1");
+    /* A small local file read once per operator's SIGHUP: the one disk
+     * read after start-up, accepted for the sake of live reload. */
+    if (build_config(&d->args, &next, err, sizeof(err)) != 0) {
+        log_event(LOG_ERROR, "reload failed; keeping the running settings", "error=%s",
+                  log_quote(err, q, sizeof(q)));
+    } else {
+        for (size_t i = 0; i < config_nkeys; i++) {
+            if (!config_equal(&d->cfg, &next, &config_keys[i])) {
+                reload_key(d, &next, &config_keys[i]);
+                changed++;
+            }
+        }
+        log_event(LOG_INFO, "reloaded", "changed=%zu", changed);
+    }
+    config_deinit(&next);
+    sd_notify(0, "READY=1");
 }
 
 static void sup_fail_cb(void *priv, int err)
@@ -209,53 +209,108 @@ static void sup_fail_cb(void *priv, int err)
     struct emqd *d = priv;
     log_error("embedded redis-server keeps failing (%s): stopping", strerror(-err));
     d->srv.exit_code = 1;
-    server_stop(&d->srv);
+    stop(d);
+}
+
+/* Clients are let in (server.c): the metrics endpoint opens, systemd is
+ * told. */
+static void ready_cb(struct server *s)
+{
+    struct emqd *d = (struct emqd *)s;
+    if (d->cfg.metrics != NULL && metrics_new(s, d->cfg.metrics, &d->metrics) != 0) {
+        s->exit_code = 1;
+        stop(d);
+        return;
+    }
+    sd_notify(0, "READY=1\nSTATUS=accepting clients");
+}
+
+/* Refuse an open door: beyond loopback, a token or an explicit
+ * allow-insecure is needed. Says which at start either way. */
+static int check_exposure(const struct config *c)
+{
+    if (c->token != NULL)
+        return 0;
+    if (config_loopback(c->listen)) {
+        log_event(LOG_WARN, "no token: listening on loopback only", "listen=%s",
+                  c->listen ? c->listen : "none");
+        return 0;
+    }
+    if (!c->allow_insecure) {
+        fprintf(stderr,
+                "emqd: refusing to listen on %s without a token "
+                "(set token, or allow-insecure = true)\n",
+                c->listen);
+        return -1;
+    }
+    log_event(LOG_WARN, "no token and a non-loopback listen: anyone who can reach it can use it",
+              "listen=%s", c->listen);
+    return 0;
+}
+
+static int setup_backend(struct emqd *d, uv_loop_t *loop, struct pool_config *pc)
+{
+    const struct config *cfg = &d->cfg;
+    if (cfg->redis != NULL) {
+        if (config_parse_redis(cfg->redis, pc, d->url, sizeof(d->url)) != 0) {
+            fprintf(stderr, "emqd: bad redis URL: %s\n", cfg->redis);
+            return 2;
+        }
+        return 0;
+    }
+    struct supervise_config sc = {
+        .redis_bin = cfg->redis_bin, .data_dir = cfg->data_dir, .fail_cb = sup_fail_cb, .priv = d};
+    int rc = supervise_start(loop, &sc, &d->sup);
+    if (rc != 0) {
+        fprintf(stderr, "emqd: cannot start the embedded redis-server (%s): %s\n", cfg->redis_bin,
+                uv_strerror(rc));
+        uv_run(loop, UV_RUN_NOWAIT);
+        return 1;
+    }
+    pc->unix_path = supervise_socket(d->sup);
+    if (supervise_wait_ready(d->sup, 10000) != 0)
+        log_warn("embedded redis-server is slow to start; connecting as it comes up");
+    log_info("embedded redis-server on %s", pc->unix_path);
+    return 0;
+}
+
+static void signals_start(struct emqd *d, uv_loop_t *loop)
+{
+    uv_signal_init(loop, &d->srv.sigterm);
+    uv_signal_init(loop, &d->srv.sigint);
+    uv_signal_init(loop, &d->sighup);
+    d->srv.sigterm.data = d->srv.sigint.data = d->sighup.data = d;
+    uv_signal_start(&d->srv.sigterm, signal_cb, SIGTERM);
+    uv_signal_start(&d->srv.sigint, signal_cb, SIGINT);
+    uv_signal_start(&d->sighup, sighup_cb, SIGHUP);
 }
 
 int main(int argc, char **argv)
 {
-    static struct config cfg;
     static struct emqd d;
     uv_loop_t *loop = uv_default_loop();
     struct pool_config pc = {0};
+    char err[512];
+    int rc;
 
-    config_defaults(&cfg);
-    if (parse_args(argc, argv, &cfg) != 0)
+    if (parse_args(argc, argv, &d.args) != 0)
         return 2;
-    if (cfg.verbose)
-        log_threshold = LOG_DEBUG;
-    signal(SIGPIPE, SIG_IGN);
-
-    if (cfg.redis != NULL) {
-        if (config_parse_redis(cfg.redis, &pc, d.url, sizeof(d.url)) != 0) {
-            fprintf(stderr, "emqd: bad --redis URL: %s\n", cfg.redis);
-            return 2;
-        }
-    } else {
-        struct supervise_config sc = {.redis_bin = cfg.redis_bin,
-                                      .data_dir = cfg.data_dir,
-                                      .fail_cb = sup_fail_cb,
-                                      .priv = &d};
-        int rc = supervise_start(loop, &sc, &d.sup);
-        if (rc != 0) {
-            fprintf(stderr, "emqd: cannot start the embedded redis-server (%s): %s\n",
-                    cfg.redis_bin, uv_strerror(rc));
-            uv_run(loop, UV_RUN_NOWAIT);
-            return 1;
-        }
-        pc.unix_path = supervise_socket(d.sup);
-        if (supervise_wait_ready(d.sup, 10000) != 0)
-            log_warn("embedded redis-server is slow to start; connecting as it comes up");
-        log_info("embedded redis-server on %s", pc.unix_path);
+    if (build_config(&d.args, &d.cfg, err, sizeof(err)) != 0) {
+        fprintf(stderr, "emqd: %s\n", err);
+        return 2;
     }
-    if (cfg.token == NULL && cfg.listen != NULL && strncmp(cfg.listen, "127.", 4) != 0 &&
-        strncmp(cfg.listen, "[::1]", 5) != 0 && strncmp(cfg.listen, "localhost", 9) != 0)
-        log_warn("listening on %s without a token: anyone who can reach it can use it", cfg.listen);
-    pc.size = cfg.pool_size;
-    pc.timeout_ms = cfg.redis_timeout_ms;
+    log_threshold = (enum log_level)d.cfg.log_level;
+    if (check_exposure(&d.cfg) != 0)
+        return 2;
+    signal(SIGPIPE, SIG_IGN);
+    if ((rc = setup_backend(&d, loop, &pc)) != 0)
+        return rc;
+    pc.size = d.cfg.pool_size;
+    pc.timeout_ms = d.cfg.redis_timeout_ms;
 
-    server_init(&d.srv, loop, &cfg);
+    server_init(&d.srv, loop, &d.cfg);
     d.srv.stop_done = server_stopped;
+    d.srv.ready = ready_cb;
     struct pool *pool;
     if (pool_new(loop, &pc, &pool) != 0) {
         fprintf(stderr, "emqd: cannot create the Redis pool\n");
@@ -263,14 +318,13 @@ int main(int argc, char **argv)
     }
     /* Listening starts when the backend first answers (server.c). */
     server_attach_pool(&d.srv, pool);
-    uv_signal_init(loop, &d.srv.sigterm);
-    uv_signal_init(loop, &d.srv.sigint);
-    d.srv.sigterm.data = d.srv.sigint.data = &d;
-    uv_signal_start(&d.srv.sigterm, signal_cb, SIGTERM);
-    uv_signal_start(&d.srv.sigint, signal_cb, SIGINT);
+    signals_start(&d, loop);
+    log_event(LOG_INFO, "starting", "version=%s config=%s", EMQ_VERSION,
+              d.args.config_path ? d.args.config_path : "none");
     uv_run(loop, UV_RUN_DEFAULT);
-    int rc = uv_loop_close(loop);
+    rc = uv_loop_close(loop);
     if (rc != 0)
         log_warn("loop closed with handles open: %s", uv_strerror(rc));
+    config_deinit(&d.cfg);
     return d.srv.exit_code;
 }

@@ -25,6 +25,7 @@ static void req_link(struct pool_conn *c, struct pool_req *r)
 
     r->conn = c;
     r->deadline = uv_now(p->loop) + p->timeout;
+    r->sent_ns = uv_hrtime();
     r->next = NULL;
     r->prev = c->last;
     if (c->last != NULL)
@@ -50,6 +51,20 @@ static void req_unlink(struct pool_req *r)
     r->conn = NULL;
 }
 
+const uint64_t pool_rtt_bounds_us[POOL_RTT_BUCKETS] = {
+    100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 500000, 2000000};
+
+static void rtt_record(struct pool_stats *st, uint64_t sent_ns)
+{
+    uint64_t us = (uv_hrtime() - sent_ns) / 1000;
+    size_t b = 0;
+    while (b < POOL_RTT_BUCKETS && us > pool_rtt_bounds_us[b])
+        b++;
+    st->rtt_buckets[b]++;
+    st->rtt_count++;
+    st->rtt_sum_us += us;
+}
+
 /* Deliver the outcome and free the request. */
 static void req_finish(struct pool_req *r, redisReply *reply)
 {
@@ -58,6 +73,8 @@ static void req_finish(struct pool_req *r, redisReply *reply)
     p->stats.inflight--;
     if (reply == NULL)
         p->stats.failures++;
+    else if (r->sent_ns != 0)
+        rtt_record(&p->stats, r->sent_ns);
     r->cb(r->priv, reply != NULL ? 0 : POOL_EUNAVAILABLE, reply);
     free(r);
 }

@@ -47,6 +47,11 @@ struct pool;
 typedef void pool_reply_cb(void *priv, int status, redisReply *reply);
 
 /* Counters for metrics and tests. */
+/* Upper bounds (microseconds) of the round-trip histogram's buckets; one
+ * more bucket past the last counts the rest. */
+#define POOL_RTT_BUCKETS 12
+extern const uint64_t pool_rtt_bounds_us[POOL_RTT_BUCKETS];
+
 struct pool_stats {
     uint64_t requests;   /* accepted requests */
     uint64_t failures;   /* callbacks that ran with POOL_EUNAVAILABLE */
@@ -55,6 +60,10 @@ struct pool_stats {
     int connected;       /* ready command connections */
     int size;            /* command connections configured */
     uint64_t inflight;   /* accepted requests whose callback has not run yet */
+    /* Round trips (sent to answered) of the requests that got a reply:
+     * a count per bucket (not cumulative), their number and sum. */
+    uint64_t rtt_buckets[POOL_RTT_BUCKETS + 1];
+    uint64_t rtt_count, rtt_sum_us;
 };
 
 /* Create a pool on loop and start connecting every connection; the pool

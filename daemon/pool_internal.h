@@ -34,6 +34,7 @@ struct pool_req {
     pool_reply_cb *cb;
     void *priv;
     uint64_t deadline; /* loop time in ms */
+    uint64_t sent_ns;  /* uv_hrtime() when written, for the round-trip histogram */
     int script;        /* a script id, or -1 for a plain command */
     bool resent;       /* already resent as EVAL once */
     size_t len;        /* bytes in cmd */

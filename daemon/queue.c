@@ -191,6 +191,7 @@ static void deliver(struct waiter *w, redisReply **f, long long deadline)
     struct reply_job j;
     client_hold(c, w->q, f[0]->str, f[0]->len, f[4]->str, w->lease_ms, w->stream ? w : NULL);
     c->srv->count.claimed++;
+    w->q->count.claimed++;
     queue_job_view(w->q, f, deadline, &j);
     if (!w->stream) {
         reply_job(&w->jobs, &j);
@@ -360,6 +361,7 @@ static void reap_cb(void *priv, int status, redisReply *reply)
     if (n > 0)
         log_info("queue %s: reaped %llu expired leases", q->name, (unsigned long long)n);
     q->srv->count.reaped += n;
+    q->count.reaped += n;
     char max[16];
     snprintf(max, sizeof(max), "%d", UPKEEP_MAX);
     const char *argv[] = {max};
@@ -444,6 +446,7 @@ static void complete_cb(void *priv, int status, redisReply *reply)
             client_unhold(r->c, b->q, job, jlen);
         if (strcmp(st, "completed") == 0) {
             r->c->srv->count.completed++;
+            b->q->count.completed++;
             req_ok(r, json_pack("{s:s}", "state", "completed"));
         } else if (strcmp(st, "ELEASE") == 0) {
             req_error(r, WIRE_ELEASE, "the lease is not current (expired and re-leased?)");

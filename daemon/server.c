@@ -18,13 +18,24 @@ static void flush_cb(uv_check_t *h)
     client_flush_all(s);
 }
 
+void server_resume_cb(uv_idle_t *h)
+{
+    struct server *s = h->data;
+    uv_idle_stop(h);
+    client_resume_all(s);
+}
+
 static void sweep_cb(uv_timer_t *t)
 {
     struct server *s = t->data;
     uint64_t now = uv_now(s->loop);
-    for (struct client *c = s->clients; c != NULL; c = c->next)
+    struct client *next;
+    for (struct client *c = s->clients; c != NULL; c = next) {
+        next = c->next; /* the idle check may unlink c */
         if (c->held.count > 0)
             client_sweep(c, now);
+        client_idle_check(c, now);
+    }
 }
 
 /* Every queue any daemon has used is named in emq:queues, so a daemon
@@ -54,10 +65,12 @@ static void pool_state_cb(void *priv, bool up)
     struct server *s = priv;
     size_t b;
     if (!up) {
-        log_warn("backend unreachable: requests answer EUNAVAILABLE until it is back");
+        char q[300];
+        log_event(LOG_WARN, "backend unreachable: requests answer EUNAVAILABLE until it is back",
+                  "error=%s", log_quote(pool_last_error(s->pool), q, sizeof(q)));
         return;
     }
-    log_info("backend connected");
+    log_event(LOG_INFO, "backend connected", "queues=%zu", s->queues.count);
     const char *argv[] = {"SMEMBERS", SERVER_QUEUES_KEY};
     pool_command(s->pool, 2, argv, NULL, known_queues_cb, s);
     /* Clients are let in once the backend first answers, so a request
@@ -69,7 +82,9 @@ static void pool_state_cb(void *priv, bool up)
             server_stop(s);
             return;
         }
-        log_info("emqd %s ready", EMQ_VERSION);
+        log_event(LOG_INFO, "ready", "version=%s", EMQ_VERSION);
+        if (s->ready != NULL)
+            s->ready(s);
     }
     /* Streams and parked claims resume by themselves. */
     for (struct map_entry *e = map_first(&s->queues, &b); e; e = map_next(&s->queues, &b, e)) {
@@ -90,6 +105,8 @@ int server_init(struct server *s, uv_loop_t *loop, const struct config *cfg)
     s->flush.data = s;
     uv_check_start(&s->flush, flush_cb);
     uv_unref((uv_handle_t *)&s->flush);
+    uv_idle_init(loop, &s->resume);
+    s->resume.data = s;
     uv_timer_init(loop, &s->sweep);
     s->sweep.data = s;
     uv_timer_start(&s->sweep, sweep_cb, 1000, 1000);
@@ -131,17 +148,17 @@ static void accept_cb(uv_stream_t *listener, int status)
 {
     struct server *s = listener->data;
     if (status < 0) {
-        log_warn("accept: %s", uv_strerror(status));
+        log_event(LOG_WARN, "accept failed", "error=%s", uv_err_name(status));
         return;
     }
     if (s->stopping)
         return;
     int rc = client_accept(s, listener);
     if (rc < 0)
-        log_warn("accept: %s", uv_strerror(rc));
+        log_event(LOG_WARN, "accept failed", "error=%s", uv_err_name(rc));
 }
 
-static int listen_tcp(struct server *s, const char *spec)
+int server_parse_addr(const char *spec, struct sockaddr_storage *sa)
 {
     char host[256];
     const char *colon = strrchr(spec, ':');
@@ -150,14 +167,21 @@ static int listen_tcp(struct server *s, const char *spec)
     memcpy(host, spec, (size_t)(colon - spec));
     host[colon - spec] = '\0';
     int port = atoi(colon + 1);
-    struct sockaddr_storage sa;
     char *h = host;
     if (h[0] == '[') { /* [::1]:7711 */
         h++;
         h[strlen(h) - 1] = '\0';
     }
-    if (uv_ip4_addr(h, port, (struct sockaddr_in *)&sa) != 0 &&
-        uv_ip6_addr(h, port, (struct sockaddr_in6 *)&sa) != 0)
+    if (uv_ip4_addr(h, port, (struct sockaddr_in *)sa) != 0 &&
+        uv_ip6_addr(h, port, (struct sockaddr_in6 *)sa) != 0)
+        return UV_EINVAL;
+    return 0;
+}
+
+static int listen_tcp(struct server *s, const char *spec)
+{
+    struct sockaddr_storage sa;
+    if (server_parse_addr(spec, &sa) != 0)
         return UV_EINVAL;
     uv_tcp_init(s->loop, &s->tcp);
     s->tcp.data = s;
@@ -173,10 +197,11 @@ int server_listen(struct server *s)
     int rc;
     if (s->cfg->listen != NULL) {
         if ((rc = listen_tcp(s, s->cfg->listen)) != 0) {
-            log_error("cannot listen on %s: %s", s->cfg->listen, uv_strerror(rc));
+            log_event(LOG_ERROR, "cannot listen", "listen=%s error=%s", s->cfg->listen,
+                      uv_err_name(rc));
             return rc;
         }
-        log_info("listening on %s", s->cfg->listen);
+        log_event(LOG_INFO, "listening", "listen=%s", s->cfg->listen);
     }
     if (s->cfg->unix_path != NULL) {
         unlink(s->cfg->unix_path);
@@ -187,10 +212,11 @@ int server_listen(struct server *s)
         if (rc == 0)
             rc = uv_listen((uv_stream_t *)&s->unix_listener, 1024, accept_cb);
         if (rc != 0) {
-            log_error("cannot listen on %s: %s", s->cfg->unix_path, uv_strerror(rc));
+            log_event(LOG_ERROR, "cannot listen", "unix=%s error=%s", s->cfg->unix_path,
+                      uv_err_name(rc));
             return rc;
         }
-        log_info("listening on %s", s->cfg->unix_path);
+        log_event(LOG_INFO, "listening", "unix=%s", s->cfg->unix_path);
     }
     return 0;
 }
@@ -204,6 +230,8 @@ static void stopped_cb(void *priv)
     map_deinit(&s->queues);
     uv_close((uv_handle_t *)&s->flush, NULL);
     uv_close((uv_handle_t *)&s->sweep, NULL);
+    client_resume_all(s); /* drops the references of any still queued */
+    uv_close((uv_handle_t *)&s->resume, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
     if (s->stop_done != NULL)
@@ -234,7 +262,8 @@ void server_stop(struct server *s)
     if (s->stopping)
         return;
     s->stopping = true;
-    log_info("stopping: no new connections or work; releasing leases");
+    log_event(LOG_INFO, "stopping: no new connections or work; releasing leases", "clients=%zu",
+              s->nclients);
     if (s->tcp_open)
         uv_close((uv_handle_t *)&s->tcp, NULL);
     if (s->unix_open) {

@@ -34,6 +34,20 @@ struct server_counters {
     uint64_t enqueued, claimed, completed, failed, released, reaped, promoted;
 };
 
+/* Room for every op of the command tables (test_cmd checks the count). */
+#define SERVER_OPS_MAX 48
+
+/* Requests by op (cmd_at index; SERVER_OPS_MAX = no op: unparsable or
+ * unknown) and by result (0 = ok, else the wire error code). */
+struct server_results {
+    uint64_t n[SERVER_OPS_MAX + 1][WIRE__END];
+};
+
+/* Jobs of one queue, counted as this daemon saw them move. */
+struct queue_counters {
+    uint64_t enqueued, claimed, completed, failed, dead, reaped;
+};
+
 /* The daemon. */
 struct server {
     uv_loop_t *loop;
@@ -46,23 +60,29 @@ struct server {
     struct map queues; /* name -> struct queue *, owned */
     struct client *clients;
     size_t nclients;
-    struct client *dirty;  /* clients with bytes to write this turn */
-    struct queue *batched; /* queues with completions to send this turn */
-    uv_check_t flush;      /* end of each loop turn: send coalesced work, write replies */
-    uv_timer_t sweep;      /* forgets leases that have run out (client_sweep) */
+    struct client *dirty;   /* clients with bytes to write this turn */
+    struct queue *batched;  /* queues with completions to send this turn */
+    uv_check_t flush;       /* end of each loop turn: send coalesced work, write replies */
+    uv_timer_t sweep;       /* forgets leases that have run out (client_sweep) */
+    uv_idle_t resume;       /* runs client_resume_all while clients wait in resumed */
+    struct client *resumed; /* clients whose paused reads may resume */
     uv_signal_t sigterm, sigint;
     bool stopping, listening;
     int exit_code;
     uv_timer_t drain_timer;
     int drain_ticks;
     void (*stop_done)(struct server *s); /* after the pool has closed */
+    void (*ready)(struct server *s);     /* once clients are let in */
     struct mint mint;
     struct mint_rand rand;
     struct server_counters count;
+    struct server_results results;
 };
 
 int server_init(struct server *s, uv_loop_t *loop, const struct config *cfg);
 int server_listen(struct server *s);
+/* Parse IP:PORT or [IPv6]:PORT (no names: nothing may block). 0 or UV_EINVAL. */
+int server_parse_addr(const char *spec, struct sockaddr_storage *sa);
 void server_attach_pool(struct server *s, struct pool *p);
 /* Stop accepting and handing out work, flush, close everything; the loop
  * then ends by itself. */
@@ -81,7 +101,8 @@ struct req {
     const struct cmd *cmd;
     struct queue *q; /* the "queue" argument's queue, if any */
     bool done;
-    char *reply; /* encoded reply line, when done out of order */
+    unsigned char err; /* the wire error it was answered with, 0 = ok */
+    char *reply;       /* encoded reply line, when done out of order */
     size_t reply_len;
     int outstanding;     /* pool calls still to answer (enqueue_many, drain) */
     json_t *acc;         /* what a multi-call request gathers (owned) */
@@ -135,8 +156,9 @@ struct client {
     struct outbuf out;  /* bytes waiting for the next write */
     struct outbuf wbuf; /* bytes being written */
     uv_write_t write_req;
-    bool writing, dirty, closing, quit, authed, reading, unix_socket;
-    int refs; /* requests and writes that still point here */
+    bool writing, dirty, closing, quit, authed, reading, unix_socket, resume_queued;
+    struct client *resume_next; /* in the server's resumed list */
+    int refs;                   /* requests and writes that still point here */
     struct req *head, *tail;
     size_t inflight;        /* requests not yet answered */
     struct map held;        /* "queue job" -> struct lease, jobs leased to us */
@@ -153,6 +175,12 @@ void client_close(struct client *c, const char *why);
 void client_shutdown(struct client *c);
 void client_ref(struct client *c);
 void client_unref(struct client *c);
+/* Resume reading the clients whose requests in flight fell below the
+ * limit, running the lines they had sent already. */
+void client_resume_all(struct server *s);
+void server_resume_cb(uv_idle_t *h);
+/* Close the client if it has been idle past the idle timeout (now: uv_now). */
+void client_idle_check(struct client *c, uint64_t now);
 /* Write every dirty client's buffer (called from the flush handle). */
 void client_flush_all(struct server *s);
 
@@ -211,6 +239,7 @@ struct queue {
     size_t nbatch, capbatch;
     struct queue *batch_next;
     bool batched;
+    struct queue_counters count;
 };
 
 void queue_free(struct queue *q);

@@ -6,6 +6,7 @@ EMQ_PACKAGES=(
     build-essential pkg-config meson ninja-build python3
     libuv1-dev libhiredis-dev libjansson-dev libcriterion-dev
     redis-server lua-check groff-base
+    libsystemd-dev libhttp-parser-dev prometheus systemd
 )
 
 emq_install_deps() {

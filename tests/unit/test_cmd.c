@@ -44,3 +44,12 @@ Test(cmd, only_session_ops_skip_authentication)
         cr_assert_eq((c->flags & CMD_NOAUTH) != 0, allowed, "%s", c->name);
     }
 }
+
+/* The requests-by-op counters have a row per op. */
+Test(cmd, ops_fit_the_metrics_table)
+{
+    size_t n = 0;
+    while (cmd_at(n) != NULL)
+        n++;
+    cr_assert_leq(n, SERVER_OPS_MAX, "%zu ops, SERVER_OPS_MAX is %d", n, SERVER_OPS_MAX);
+}

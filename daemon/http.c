@@ -1,0 +1,273 @@
+/* http: see http.h. */
+#include "http.h"
+
+#include <http_parser.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+#define HTTP_CONNS_MAX   64
+#define HTTP_REQUEST_MAX 8192
+#define HTTP_TIMEOUT_MS  10000
+
+/* The listener. Freed once its handle and every connection has closed. */
+struct http_server {
+    uv_tcp_t tcp;
+    http_request_cb *cb;
+    void *priv;
+    struct http_conn *conns;
+    size_t nconns;
+    int handles; /* open handles: the listener's, and each connection's two */
+    bool closing;
+};
+
+/* One connection: its socket, a deadline, the parser, the URL so far. */
+struct http_conn {
+    struct http_conn *next, **pprev;
+    struct http_server *srv;
+    uv_tcp_t tcp;
+    uv_timer_t timer;
+    uv_write_t wreq;
+    http_parser parser;
+    char buf[1024]; /* the read buffer */
+    char url[1024];
+    size_t url_len, seen;
+    char *out;
+    int refs;         /* the handles' (one for both) and the handler's */
+    int open_handles; /* the socket and the timer, until their close callbacks */
+    bool closing, answered, url_too_long, complete;
+};
+
+static void server_release(struct http_server *h)
+{
+    if (--h->handles == 0 && h->closing)
+        free(h);
+}
+
+void http_conn_ref(struct http_conn *c)
+{
+    c->refs++;
+}
+
+void http_conn_unref(struct http_conn *c)
+{
+    if (--c->refs == 0) {
+        free(c->out);
+        free(c);
+    }
+}
+
+static void conn_closed_cb(uv_handle_t *hd)
+{
+    struct http_conn *c = hd->data;
+    server_release(c->srv);
+    if (--c->open_handles == 0)
+        http_conn_unref(c);
+}
+
+static void conn_close(struct http_conn *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    *c->pprev = c->next;
+    if (c->next != NULL)
+        c->next->pprev = c->pprev;
+    c->srv->nconns--;
+    uv_close((uv_handle_t *)&c->tcp, conn_closed_cb);
+    uv_close((uv_handle_t *)&c->timer, conn_closed_cb);
+}
+
+static void write_cb(uv_write_t *w, int status)
+{
+    struct http_conn *c = w->data;
+    (void)status;
+    conn_close(c);
+    http_conn_unref(c);
+}
+
+void http_respond(struct http_conn *c, int status, const char *content_type, const char *body,
+                  size_t len)
+{
+    static const struct {
+        int code;
+        const char *text;
+    } reasons[] = {{200, "OK"},
+                   {400, "Bad Request"},
+                   {404, "Not Found"},
+                   {405, "Method Not Allowed"},
+                   {413, "Payload Too Large"},
+                   {503, "Service Unavailable"}};
+    const char *reason = "Error";
+    char head[256];
+
+    if (c->closing || c->answered)
+        return;
+    c->answered = true;
+    for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++)
+        if (reasons[i].code == status)
+            reason = reasons[i].text;
+    int n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n",
+                     status, reason, content_type, len);
+    c->out = malloc((size_t)n + len);
+    if (c->out == NULL) {
+        conn_close(c);
+        return;
+    }
+    memcpy(c->out, head, (size_t)n);
+    memcpy(c->out + n, body, len);
+    uv_buf_t b = uv_buf_init(c->out, (unsigned)((size_t)n + len));
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->wreq.data = c;
+    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, write_cb) != 0) {
+        conn_close(c);
+        return;
+    }
+    http_conn_ref(c);
+}
+
+static void respond_text(struct http_conn *c, int status, const char *text)
+{
+    http_respond(c, status, "text/plain; charset=utf-8", text, strlen(text));
+}
+
+static int on_url(http_parser *p, const char *at, size_t len)
+{
+    struct http_conn *c = p->data;
+    if (c->url_len + len >= sizeof(c->url)) {
+        c->url_too_long = true;
+        return 0;
+    }
+    memcpy(c->url + c->url_len, at, len);
+    c->url_len += len;
+    return 0;
+}
+
+static int on_message_complete(http_parser *p)
+{
+    struct http_conn *c = p->data;
+    if (c->url_too_long) {
+        c->complete = true;
+        respond_text(c, 413, "URL too long\n");
+        return 0;
+    }
+    c->url[c->url_len] = '\0';
+    c->url[strcspn(c->url, "?#")] = '\0';
+    c->complete = true; /* one request per connection: later bytes are ignored */
+    http_conn_ref(c);   /* the handler may close it */
+    c->srv->cb(c->srv->priv, c, http_method_str((enum http_method)p->method), c->url);
+    http_conn_unref(c);
+    return 0;
+}
+
+static const http_parser_settings settings = {
+    .on_url = on_url,
+    .on_message_complete = on_message_complete,
+};
+
+static void alloc_cb(uv_handle_t *hd, size_t suggested, uv_buf_t *buf)
+{
+    struct http_conn *c = hd->data;
+    (void)suggested;
+    *buf = uv_buf_init(c->buf, sizeof(c->buf));
+}
+
+static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+    struct http_conn *c = st->data;
+    if (nread < 0) {
+        conn_close(c);
+        return;
+    }
+    if (c->complete || nread == 0)
+        return;
+    c->seen += (size_t)nread;
+    size_t used = http_parser_execute(&c->parser, &settings, buf->base, (size_t)nread);
+    if (c->complete || c->closing)
+        return;
+    if (HTTP_PARSER_ERRNO(&c->parser) != HPE_OK || used != (size_t)nread) {
+        respond_text(c, 400, "bad request\n");
+        return;
+    }
+    if (c->seen > HTTP_REQUEST_MAX)
+        respond_text(c, 413, "request too large\n");
+}
+
+static void timeout_cb(uv_timer_t *t)
+{
+    conn_close(t->data);
+}
+
+static void accept_cb(uv_stream_t *listener, int status)
+{
+    struct http_server *h = listener->data;
+    if (status < 0 || h->closing)
+        return;
+    struct http_conn *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return;
+    c->srv = h;
+    c->refs = 1;
+    c->open_handles = 2;
+    uv_tcp_init(listener->loop, &c->tcp);
+    uv_timer_init(listener->loop, &c->timer);
+    c->tcp.data = c->timer.data = c;
+    h->handles += 2;
+    c->next = h->conns;
+    c->pprev = &h->conns;
+    if (h->conns != NULL)
+        h->conns->pprev = &c->next;
+    h->conns = c;
+    h->nconns++;
+    if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0 || h->nconns > HTTP_CONNS_MAX) {
+        conn_close(c);
+        return;
+    }
+    http_parser_init(&c->parser, HTTP_REQUEST);
+    c->parser.data = c;
+    uv_timer_start(&c->timer, timeout_cb, HTTP_TIMEOUT_MS, 0);
+    uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+}
+
+int http_server_new(uv_loop_t *loop, const struct sockaddr *sa, http_request_cb *cb, void *priv,
+                    struct http_server **out)
+{
+    struct http_server *h = calloc(1, sizeof(*h));
+    if (h == NULL)
+        return UV_ENOMEM;
+    h->cb = cb;
+    h->priv = priv;
+    uv_tcp_init(loop, &h->tcp);
+    h->tcp.data = h;
+    h->handles = 1;
+    int rc = uv_tcp_bind(&h->tcp, sa, 0);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&h->tcp, 64, accept_cb);
+    if (rc != 0) {
+        http_server_free(h);
+        return rc;
+    }
+    *out = h;
+    return 0;
+}
+
+static void listener_closed_cb(uv_handle_t *hd)
+{
+    server_release(hd->data);
+}
+
+struct http_server *http_server_free(struct http_server *h)
+{
+    if (h == NULL)
+        return NULL;
+    h->closing = true;
+    while (h->conns != NULL)
+        conn_close(h->conns);
+    uv_close((uv_handle_t *)&h->tcp, listener_closed_cb);
+    return NULL;
+}

@@ -1,0 +1,373 @@
+/* metrics: see metrics.h. A scrape snapshots the list of queues, asks the
+ * backend for each queue's numbers (stats) and one page of its groups,
+ * and renders when the last answer is in. The groups shown per queue are
+ * the metrics-groups deepest of that page (at most GROUP_PAGE groups):
+ * bounded cardinality and bounded backend work, at the price of missing
+ * a deep group that sits past the first page on a queue with very many
+ * groups. */
+#include "metrics.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http.h"
+#include "log.h"
+#include "server.h"
+
+#define GROUP_PAGE  "256"
+#define SCRAPES_MAX 2 /* at once; each costs two backend calls per queue */
+
+/* Scrapes in flight, over the process (a scrape outlives metrics_free
+ * when the daemon stops mid-scrape, so the count cannot live there). */
+static int scrapes_inflight;
+
+struct metrics {
+    struct server *srv;
+    struct http_server *http;
+};
+
+/* One group's numbers from the groups script. */
+struct group_row {
+    char name[BRAND_ID_MAX + 1];
+    long long depth, active, limit, paused;
+};
+
+/* What the scrape learnt about one queue. */
+struct queue_read {
+    struct scrape *sc;
+    struct queue *q;
+    bool stats_ok;
+    long long stats[4]; /* pending, active, delayed, dead */
+    struct group_row *groups;
+    size_t ngroups;
+};
+
+/* One scrape in flight. Owns its reads; holds a reference to the
+ * connection it answers. */
+struct scrape {
+    struct server *srv;
+    struct http_conn *conn;
+    struct queue_read *reads;
+    size_t nreads;
+    int outstanding;
+    size_t backend_errors;
+};
+
+/* --- text ------------------------------------------------------------------ */
+
+static void put(struct outbuf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(struct outbuf *o, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        outbuf_append(o, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+static void family(struct outbuf *o, const char *name, const char *type, const char *help)
+{
+    put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A label value with \, " and newline escaped (names are checked brand
+ * ids, but the format's rule costs nothing). */
+static const char *label(const char *s, char *buf, size_t cap)
+{
+    size_t o = 0;
+    for (; *s != '\0' && o + 3 < cap; s++) {
+        if (*s == '\\' || *s == '"' || *s == '\n') {
+            buf[o++] = '\\';
+            buf[o++] = *s == '\n' ? 'n' : *s;
+        } else {
+            buf[o++] = *s;
+        }
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+/* --- rendering ------------------------------------------------------------- */
+
+static void render_requests(struct outbuf *o, const struct server *s)
+{
+    family(o, "emqd_requests_total", "counter", "Requests answered, by op and result.");
+    for (size_t i = 0; i <= SERVER_OPS_MAX; i++) {
+        const struct cmd *c = i < SERVER_OPS_MAX ? cmd_at(i) : NULL;
+        if (c == NULL && i < SERVER_OPS_MAX)
+            continue;
+        for (size_t e = 0; e < WIRE__END; e++)
+            if (s->results.n[i][e] > 0)
+                put(o, "emqd_requests_total{op=\"%s\",result=\"%s\"} %llu\n", c ? c->name : "-",
+                    e == 0 ? "ok" : wire_error_name((enum wire_error)e),
+                    (unsigned long long)s->results.n[i][e]);
+    }
+}
+
+static void render_jobs(struct outbuf *o, const struct scrape *sc)
+{
+    static const char *const events[] = {"enqueued", "claimed", "completed",
+                                         "failed",   "dead",    "reaped"};
+    static const char *const states[] = {"pending", "active", "delayed", "dead"};
+    char q[BRAND_QUEUE_MAX * 2 + 1];
+
+    family(o, "emqd_jobs_total", "counter",
+           "Jobs this daemon saw move, by queue and event (dead: failed into the dead set).");
+    for (size_t i = 0; i < sc->nreads; i++) {
+        const struct queue_counters *k = &sc->reads[i].q->count;
+        const uint64_t v[] = {k->enqueued, k->claimed, k->completed, k->failed, k->dead, k->reaped};
+        label(sc->reads[i].q->name, q, sizeof(q));
+        for (size_t e = 0; e < 6; e++)
+            put(o, "emqd_jobs_total{queue=\"%s\",event=\"%s\"} %llu\n", q, events[e],
+                (unsigned long long)v[e]);
+    }
+    family(o, "emqd_queue_jobs", "gauge", "Jobs in the backend now, by queue and state.");
+    for (size_t i = 0; i < sc->nreads; i++) {
+        if (!sc->reads[i].stats_ok)
+            continue;
+        label(sc->reads[i].q->name, q, sizeof(q));
+        for (size_t st = 0; st < 4; st++)
+            put(o, "emqd_queue_jobs{queue=\"%s\",state=\"%s\"} %lld\n", q, states[st],
+                sc->reads[i].stats[st]);
+    }
+}
+
+static void render_groups(struct outbuf *o, const struct scrape *sc)
+{
+    static const char *const names[] = {"emqd_group_depth", "emqd_group_active", "emqd_group_limit",
+                                        "emqd_group_paused"};
+    static const char *const help[] = {
+        "Jobs waiting in the group's lane (deepest groups only).",
+        "Jobs of the group leased now (deepest groups only).",
+        "The group's ceiling on active jobs (groups with one; deepest groups only).",
+        "1 if the group is paused (deepest groups only)."};
+    char q[BRAND_QUEUE_MAX * 2 + 1], g[BRAND_ID_MAX * 2 + 1];
+
+    for (size_t m = 0; m < 4; m++) {
+        family(o, names[m], "gauge", help[m]);
+        for (size_t i = 0; i < sc->nreads; i++) {
+            const struct queue_read *rd = &sc->reads[i];
+            label(rd->q->name, q, sizeof(q));
+            for (size_t j = 0; j < rd->ngroups; j++) {
+                const struct group_row *gr = &rd->groups[j];
+                long long v[] = {gr->depth, gr->active, gr->limit, gr->paused};
+                if (m == 2 && gr->limit < 0)
+                    continue;
+                put(o, "%s{queue=\"%s\",group=\"%s\"} %lld\n", names[m], q,
+                    label(gr->name, g, sizeof(g)), v[m]);
+            }
+        }
+    }
+}
+
+static void render_pool(struct outbuf *o, const struct scrape *sc)
+{
+    struct pool_stats st;
+    uint64_t cum = 0;
+
+    pool_stats(sc->srv->pool, &st);
+    family(o, "emqd_backend_rtt_seconds", "histogram",
+           "Round trips of backend calls that got an answer.");
+    for (size_t b = 0; b < POOL_RTT_BUCKETS; b++) {
+        cum += st.rtt_buckets[b];
+        put(o, "emqd_backend_rtt_seconds_bucket{le=\"%g\"} %llu\n",
+            (double)pool_rtt_bounds_us[b] / 1e6, (unsigned long long)cum);
+    }
+    put(o, "emqd_backend_rtt_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)st.rtt_count);
+    put(o, "emqd_backend_rtt_seconds_sum %.6f\n", (double)st.rtt_sum_us / 1e6);
+    put(o, "emqd_backend_rtt_seconds_count %llu\n", (unsigned long long)st.rtt_count);
+    family(o, "emqd_pool_connections", "gauge", "Backend connections ready now.");
+    put(o, "emqd_pool_connections %d\n", st.connected);
+    family(o, "emqd_pool_size", "gauge", "Backend connections configured.");
+    put(o, "emqd_pool_size %d\n", st.size);
+    family(o, "emqd_pool_inflight", "gauge", "Backend calls awaiting their answer.");
+    put(o, "emqd_pool_inflight %llu\n", (unsigned long long)st.inflight);
+    family(o, "emqd_pool_requests_total", "counter", "Backend calls made.");
+    put(o, "emqd_pool_requests_total %llu\n", (unsigned long long)st.requests);
+    family(o, "emqd_pool_failures_total", "counter", "Backend calls that got no answer.");
+    put(o, "emqd_pool_failures_total %llu\n", (unsigned long long)st.failures);
+    family(o, "emqd_pool_reconnects_total", "counter", "Backend reconnection attempts.");
+    put(o, "emqd_pool_reconnects_total %llu\n", (unsigned long long)st.reconnects);
+}
+
+static void render(struct outbuf *o, const struct scrape *sc)
+{
+    const struct server *s = sc->srv;
+    family(o, "emqd_build_info", "gauge", "The running emqd's version.");
+    put(o, "emqd_build_info{version=\"%s\"} 1\n", EMQ_VERSION);
+    family(o, "emqd_connections", "gauge", "Client connections open now.");
+    put(o, "emqd_connections %zu\n", s->nclients);
+    family(o, "emqd_connections_accepted_total", "counter", "Client connections accepted.");
+    put(o, "emqd_connections_accepted_total %llu\n", (unsigned long long)s->count.connections);
+    render_requests(o, s);
+    render_jobs(o, sc);
+    render_groups(o, sc);
+    render_pool(o, sc);
+    family(o, "emqd_scrape_backend_errors", "gauge",
+           "Backend reads of this scrape that failed (their gauges are missing).");
+    put(o, "emqd_scrape_backend_errors %zu\n", sc->backend_errors);
+}
+
+/* --- the scrape ------------------------------------------------------------ */
+
+static void scrape_free(struct scrape *sc)
+{
+    for (size_t i = 0; i < sc->nreads; i++)
+        free(sc->reads[i].groups);
+    free(sc->reads);
+    http_conn_unref(sc->conn);
+    free(sc);
+    scrapes_inflight--;
+}
+
+static void scrape_done(struct scrape *sc)
+{
+    if (--sc->outstanding > 0)
+        return;
+    struct outbuf o;
+    outbuf_init(&o);
+    render(&o, sc);
+    http_respond(sc->conn, 200, "text/plain; version=0.0.4; charset=utf-8", o.data, o.len);
+    outbuf_deinit(&o);
+    scrape_free(sc);
+}
+
+static bool read_ok(struct scrape *sc, int status, const redisReply *reply, size_t min)
+{
+    if (status == 0 && reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements >= min)
+        return true;
+    sc->backend_errors++;
+    return false;
+}
+
+static void stats_cb(void *priv, int status, redisReply *reply)
+{
+    struct queue_read *rd = priv;
+    if (read_ok(rd->sc, status, reply, 4)) {
+        rd->stats_ok = true;
+        for (size_t i = 0; i < 4; i++)
+            rd->stats[i] = reply->element[i]->integer;
+    }
+    scrape_done(rd->sc);
+}
+
+static int by_depth(const void *a, const void *b)
+{
+    const struct group_row *x = a, *y = b;
+    if (x->depth != y->depth)
+        return x->depth < y->depth ? 1 : -1;
+    return strcmp(x->name, y->name);
+}
+
+static void groups_cb(void *priv, int status, redisReply *reply)
+{
+    struct queue_read *rd = priv;
+    size_t keep = rd->sc->srv->cfg->metrics_groups;
+    if (read_ok(rd->sc, status, reply, 1) && keep > 0) {
+        size_t n = (reply->elements - 1) / 5;
+        rd->groups = calloc(n > 0 ? n : 1, sizeof(*rd->groups));
+        for (size_t i = 0; rd->groups != NULL && i < n; i++) {
+            redisReply **f = reply->element + 1 + 5 * i;
+            struct group_row *g = &rd->groups[rd->ngroups++];
+            snprintf(g->name, sizeof(g->name), "%s", f[0]->str ? f[0]->str : "");
+            g->depth = f[1]->integer;
+            g->active = f[2]->integer;
+            g->limit = f[3]->integer;
+            g->paused = f[4]->integer;
+        }
+        qsort(rd->groups, rd->ngroups, sizeof(*rd->groups), by_depth);
+        if (rd->ngroups > keep)
+            rd->ngroups = keep;
+    }
+    scrape_done(rd->sc);
+}
+
+static void scrape_start(struct server *s, struct http_conn *conn)
+{
+    struct scrape *sc = calloc(1, sizeof(*sc));
+    size_t b;
+    if (sc == NULL || (sc->reads = calloc(s->queues.count + 1, sizeof(*sc->reads))) == NULL) {
+        free(sc);
+        http_respond(conn, 503, "text/plain", "out of memory\n", 14);
+        return;
+    }
+    scrapes_inflight++;
+    sc->srv = s;
+    sc->conn = conn;
+    http_conn_ref(conn);
+    sc->outstanding = 1; /* ours, dropped below: render at once if no queue */
+    for (struct map_entry *e = map_first(&s->queues, &b); e; e = map_next(&s->queues, &b, e)) {
+        struct queue_read *rd = &sc->reads[sc->nreads++];
+        const char *argv[] = {"0", GROUP_PAGE};
+        rd->sc = sc;
+        rd->q = e->value;
+        sc->outstanding += 2;
+        if (queue_script(rd->q, SCRIPT_STATS, 0, NULL, stats_cb, rd) != 0) {
+            sc->backend_errors++;
+            sc->outstanding--;
+        }
+        if (queue_script(rd->q, SCRIPT_GROUPS, 2, argv, groups_cb, rd) != 0) {
+            sc->backend_errors++;
+            sc->outstanding--;
+        }
+    }
+    scrape_done(sc);
+}
+
+static void request_cb(void *priv, struct http_conn *c, const char *method, const char *path)
+{
+    struct metrics *m = priv;
+    static const char hint[] = "emqd: metrics are at /metrics\n";
+    if (strcmp(path, "/metrics") != 0) {
+        http_respond(c, 404, "text/plain", hint, sizeof(hint) - 1);
+        return;
+    }
+    if (strcmp(method, "GET") != 0) {
+        http_respond(c, 405, "text/plain", "GET only\n", 9);
+        return;
+    }
+    if (scrapes_inflight >= SCRAPES_MAX) {
+        http_respond(c, 503, "text/plain", "scrapes already running\n", 24);
+        return;
+    }
+    if (m->srv->stopping) {
+        http_respond(c, 503, "text/plain", "stopping\n", 9);
+        return;
+    }
+    scrape_start(m->srv, c);
+}
+
+int metrics_new(struct server *s, const char *addr, struct metrics **out)
+{
+    struct sockaddr_storage sa;
+    struct metrics *m;
+    int rc = server_parse_addr(addr, &sa);
+    if (rc == 0 && (m = calloc(1, sizeof(*m))) == NULL)
+        rc = UV_ENOMEM;
+    if (rc == 0) {
+        m->srv = s;
+        if ((rc = http_server_new(s->loop, (struct sockaddr *)&sa, request_cb, m, &m->http)) != 0)
+            free(m);
+    }
+    if (rc != 0) {
+        log_event(LOG_ERROR, "cannot serve metrics", "metrics=%s error=%s", addr, uv_err_name(rc));
+        return rc;
+    }
+    log_event(LOG_INFO, "serving metrics", "metrics=%s path=/metrics", addr);
+    *out = m;
+    return 0;
+}
+
+struct metrics *metrics_free(struct metrics *m)
+{
+    if (m == NULL)
+        return NULL;
+    http_server_free(m->http);
+    free(m);
+    return NULL;
+}

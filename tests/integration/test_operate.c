@@ -1,0 +1,479 @@
+/* Operating emqd: the config file and flags, SIGHUP reload, start-up
+ * refusals, every limit hit once, the idle timeout, the metrics endpoint
+ * (checked by promtool when it is installed), and sd_notify. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fixture.h"
+
+TestSuite(operate, .fini = fx_teardown, .timeout = 60);
+
+#define OK(c, ...)                                                                                 \
+    ({                                                                                             \
+        json_t *ok_ = tc_call((c), __VA_ARGS__);                                                   \
+        assert_ok(ok_);                                                                            \
+        ok_;                                                                                       \
+    })
+
+/* Write text to a new temporary file; its path goes into path (32 bytes). */
+static void write_temp(char *path, const char *text)
+{
+    strcpy(path, "/tmp/emq-operate-XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+/* Run $EMQD with args (a shell fragment) and return its exit code; its
+ * stderr goes into out. For refusals: emqd must exit on its own. */
+static int run_emqd(const char *args, char *out, size_t cap)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "timeout 10 %s %s 2>&1", getenv("EMQD"), args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void enqueue_many(struct tc_conn *c, int n, const char *want)
+{
+    char line[4096];
+    int o = snprintf(line, sizeof(line),
+                     "{\"op\":\"enqueue_many\",\"queue\":\"cf\",\"group\":\"TENa\",\"jobs\":[");
+    for (int i = 0; i < n; i++)
+        o += snprintf(line + o, sizeof(line) - (size_t)o, "%s{\"payload\":%d}", i ? "," : "", i);
+    snprintf(line + o, sizeof(line) - (size_t)o, "]}");
+    json_t *r = tc_call(c, "%s", line);
+    if (want == NULL)
+        assert_ok(r);
+    else
+        assert_err(r, want);
+    json_decref(r);
+}
+
+Test(operate, config_file_sets_and_flags_win)
+{
+    char path[32];
+    write_temp(path, "# test\nmax-batch = 2\nlease-ms = 1234\n");
+    const char *const extra[] = {"--config", path, "--lease-ms", "4321", NULL};
+    fx_start(extra);
+    struct tc_conn *c = fx_conn();
+    enqueue_many(c, 2, NULL);
+    enqueue_many(c, 3, "ELIMIT"); /* the file's max-batch */
+    json_t *r = OK(c, "{\"op\":\"claim\",\"queue\":\"cf\"}");
+    json_t *job = json_array_get(json_object_get(r, "jobs"), 0);
+    cr_assert_not_null(job);
+    long long until = jint(job, "lease_until"), now = 0;
+    json_decref(r);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    cr_assert(until - now > 2000, "the flag's lease (4321 ms) beat the file's (1234 ms)");
+    tc_close(c);
+    unlink(path);
+}
+
+Test(operate, bad_settings_stop_startup_naming_file_line_and_key)
+{
+    char path[32], out[4096], args[256];
+    write_temp(path, "max-batch = 5\n\nmax-bach = 5\n");
+    snprintf(args, sizeof(args), "--config %s", path);
+    cr_assert_eq(run_emqd(args, out, sizeof(out)), 2);
+    char want[128];
+    snprintf(want, sizeof(want), "%s:3: unknown key 'max-bach'", path);
+    cr_assert(strstr(out, want) != NULL, "got: %s", out);
+    unlink(path);
+
+    write_temp(path, "pool = 0\n");
+    snprintf(args, sizeof(args), "--config %s", path);
+    cr_assert_eq(run_emqd(args, out, sizeof(out)), 2);
+    cr_assert(strstr(out, ":1: bad value for 'pool': '0'") != NULL, "got: %s", out);
+    unlink(path);
+
+    cr_assert_eq(run_emqd("--max-output 12", out, sizeof(out)), 2);
+    cr_assert(strstr(out, "bad value for --max-output") != NULL, "got: %s", out);
+    cr_assert_eq(run_emqd("--config /nonexistent/emqd.conf", out, sizeof(out)), 2);
+    cr_assert(strstr(out, "/nonexistent/emqd.conf") != NULL, "got: %s", out);
+}
+
+/* Without a token emqd listens on loopback only, unless told otherwise.
+ * (Only the refusal is run: a test never listens beyond loopback.) */
+Test(operate, no_token_refuses_a_non_loopback_listen)
+{
+    char out[4096];
+    cr_assert_eq(run_emqd("--listen 0.0.0.0:1 --redis redis://127.0.0.1:1", out, sizeof(out)), 2);
+    cr_assert(strstr(out, "refusing to listen on 0.0.0.0:1 without a token") != NULL, "got: %s",
+              out);
+}
+
+/* Redirect this process's stderr (emqd inherits it) into a file. */
+static int capture_stderr(char *path)
+{
+    strcpy(path, "/tmp/emq-operate-log-XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    int saved = dup(STDERR_FILENO);
+    dup2(fd, STDERR_FILENO);
+    close(fd);
+    return saved;
+}
+
+static int file_has(const char *path, const char *needle)
+{
+    char buf[65536];
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return strstr(buf, needle) != NULL;
+}
+
+Test(operate, sighup_applies_live_keys_and_names_the_rest)
+{
+    char path[32], log[40];
+    write_temp(path, "max-batch = 2\n");
+    const char *const extra[] = {"--config", path, NULL};
+    int saved = capture_stderr(log);
+    fx_start(extra);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    struct tc_conn *c = fx_conn();
+    enqueue_many(c, 3, "ELIMIT");
+
+    FILE *f = fopen(path, "w");
+    fprintf(f, "max-batch = 3\npool = 7\ntoken = sesame\nlog-level = debug\n");
+    fclose(f);
+    cr_assert_eq(kill(fx_emqd.pid, SIGHUP), 0);
+    int reloaded = 0;
+    for (int i = 0; i < 200 && !reloaded; i++) {
+        tc_sleep_ms(20);
+        reloaded = file_has(log, "msg=reloaded changed=4");
+    }
+    cr_assert(reloaded, "the reload was logged");
+    cr_assert(file_has(log, "needs a restart; keeping the running value\" key=pool"));
+    cr_assert(file_has(log, "key=token value=(hidden)"), "a token is never logged");
+    cr_assert_not(file_has(log, "sesame"), "a token is never logged");
+    /* An authenticated connection stays so; max-batch is 3 now. */
+    enqueue_many(c, 3, NULL);
+    tc_close(c);
+    c = fx_conn();
+    assert_err_free(tc_call(c, "{\"op\":\"depth\",\"queue\":\"cf\"}"), "EAUTH");
+    tc_close(c);
+    /* log-level debug took effect: connections and refusals are logged. */
+    cr_assert(file_has(log, "msg=\"connection opened\" client=127.0.0.1:"));
+    cr_assert(file_has(log, "msg=\"request refused\" client=127.0.0.1:"));
+    cr_assert(file_has(log, " code=EAUTH message="));
+
+    /* A bad file changes nothing. */
+    f = fopen(path, "w");
+    fprintf(f, "max-batch = many\n");
+    fclose(f);
+    cr_assert_eq(kill(fx_emqd.pid, SIGHUP), 0);
+    for (int i = 0; i < 200 && !file_has(log, "reload failed"); i++)
+        tc_sleep_ms(20);
+    cr_assert(file_has(log, "reload failed; keeping the running settings"));
+    c = fx_conn();
+    json_decref(OK(c, "{\"op\":\"hello\",\"protocol\":1,\"token\":\"sesame\"}"));
+    enqueue_many(c, 3, NULL);
+    tc_close(c);
+    unlink(path);
+    unlink(log);
+}
+
+Test(operate, max_payload_is_its_own_limit)
+{
+    const char *const extra[] = {"--max-payload", "100", NULL};
+    fx_start(extra);
+    struct tc_conn *c = fx_conn();
+    char big[300];
+    memset(big, 'x', 150);
+    big[150] = '\0';
+    assert_err_free(tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"p\",\"payload\":\"%s\"}", big),
+                    "ETOOBIG");
+    json_t *r = OK(c,
+                   "{\"op\":\"enqueue_many\",\"queue\":\"p\",\"jobs\":[{\"payload\":\"%s\"},"
+                   "{\"payload\":1}]}",
+                   big);
+    json_t *res = json_object_get(r, "results");
+    cr_assert_str_eq(jstr(json_array_get(res, 0), "error"), "ETOOBIG");
+    cr_assert_str_eq(jstr(json_array_get(res, 1), "verdict"), "enqueued");
+    json_decref(r);
+    big[90] = '\0';
+    json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"p\",\"payload\":\"%s\"}", big));
+    r = OK(c, "{\"op\":\"depth\",\"queue\":\"p\"}");
+    cr_assert_eq(jint(r, "depth"), 2, "only the two small payloads went in");
+    json_decref(r);
+    tc_close(c);
+}
+
+Test(operate, max_clients_refuses_the_one_over)
+{
+    const char *const extra[] = {"--max-clients", "2", NULL};
+    fx_start(extra);
+    struct tc_conn *a = fx_conn(), *b = fx_conn();
+    json_decref(OK(a, "{\"op\":\"ping\"}"));
+    json_decref(OK(b, "{\"op\":\"ping\"}"));
+    struct tc_conn *c = fx_conn();
+    json_t *r = tc_read(c, 3000);
+    assert_err(r, "ELIMIT");
+    json_decref(r);
+    cr_assert(tc_read_eof(c, 3000), "the refused connection is closed");
+    tc_close(c);
+    tc_close(b);
+    tc_sleep_ms(200);
+    c = fx_conn();
+    json_decref(OK(c, "{\"op\":\"ping\"}")); /* room again */
+    tc_close(c);
+    tc_close(a);
+}
+
+/* max-inflight: once that many requests of a connection await replies
+ * (here a parked claim holds the line), emqd stops reading it, so a later
+ * request does not run until the head is answered. */
+Test(operate, max_inflight_pauses_reading_until_replies_drain)
+{
+    const char *const extra[] = {"--max-inflight", "4", NULL};
+    fx_start(extra);
+    struct tc_conn *w = fx_conn(), *p = fx_conn();
+    const char *lines = "{\"op\":\"claim\",\"queue\":\"ia\",\"wait_ms\":30000}\n"
+                        "{\"op\":\"ping\"}\n{\"op\":\"ping\"}\n{\"op\":\"ping\"}\n"
+                        "{\"op\":\"enqueue\",\"queue\":\"ib\",\"group\":\"TENa\",\"payload\":1}\n";
+    cr_assert_eq(tc_send(w, lines, strlen(lines)), 0);
+    tc_sleep_ms(300); /* time to read what it may; slowness can only pass */
+    json_t *r = OK(p, "{\"op\":\"stats\",\"queue\":\"ib\"}");
+    cr_assert_eq(jint(r, "pending"), 0, "the fifth request was not read");
+    json_decref(r);
+    json_decref(OK(p, "{\"op\":\"enqueue\",\"queue\":\"ia\",\"group\":\"TENa\",\"payload\":2}"));
+    r = tc_read(w, 5000);
+    cr_assert_eq(json_array_size(claim_jobs(r)), 1, "the parked claim got the job");
+    json_decref(r);
+    for (int i = 0; i < 4; i++) {
+        r = tc_read(w, 5000);
+        assert_ok(r);
+        json_decref(r);
+    }
+    r = OK(p, "{\"op\":\"stats\",\"queue\":\"ib\"}");
+    cr_assert_eq(jint(r, "pending"), 1, "reading resumed and the enqueue ran");
+    json_decref(r);
+    tc_close(w);
+    tc_close(p);
+}
+
+/* A worker that asks for more than it reads is dropped at max-output, and
+ * the jobs it was handed go back. */
+Test(operate, max_output_drops_a_client_and_releases_its_jobs)
+{
+    const char *const extra[] = {"--max-output", "4096", NULL};
+    fx_start(extra);
+    struct tc_conn *c = fx_conn();
+    char payload[1100];
+    memset(payload, 'y', 1000);
+    payload[1000] = '\0';
+    for (int i = 0; i < 8; i++)
+        json_decref(
+            OK(c, "{\"op\":\"enqueue\",\"queue\":\"mo\",\"group\":\"TENa\",\"payload\":\"%s\"}",
+               payload));
+    struct tc_conn *w = fx_conn();
+    cr_assert_eq(tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"mo\",\"count\":8}"), 0);
+    cr_assert(tc_read_eof(w, 3000), "a reply over max-output closes the connection");
+    tc_close(w);
+    json_t *st = NULL;
+    for (int i = 0; i < 100; i++) {
+        json_decref(st);
+        st = OK(c, "{\"op\":\"stats\",\"queue\":\"mo\"}");
+        if (jint(st, "pending") == 8)
+            break;
+        tc_sleep_ms(20);
+    }
+    cr_assert_eq(jint(st, "pending"), 8, "its jobs were released");
+    cr_assert_eq(jint(st, "active"), 0);
+    json_decref(st);
+    tc_close(c);
+}
+
+/* An idle connection is closed; a streaming worker waiting for work is
+ * not idle. */
+Test(operate, idle_timeout_spares_a_waiting_stream)
+{
+    const char *const extra[] = {"--idle-timeout-ms", "200", NULL};
+    fx_start(extra);
+    struct tc_conn *idle = fx_conn(), *w = fx_conn();
+    json_decref(OK(idle, "{\"op\":\"ping\"}"));
+    json_decref(OK(w, "{\"op\":\"stream\",\"queue\":\"it\",\"credit\":1}"));
+    cr_assert(tc_read_eof(idle, 5000), "the idle connection was closed");
+    tc_close(idle);
+    tc_sleep_ms(1500); /* several idle periods and sweeps */
+    struct tc_conn *p = fx_conn();
+    json_decref(OK(p, "{\"op\":\"enqueue\",\"queue\":\"it\",\"group\":\"TENa\",\"job\":\"JOBit\","
+                      "\"payload\":1}"));
+    tc_close(p);
+    json_t *push = tc_read(w, 5000);
+    cr_assert_not_null(push, "the stream is still open and gets the job");
+    cr_assert_str_eq(jstr(push, "job"), "JOBit");
+    json_decref(push);
+    tc_close(w);
+}
+
+/* --- metrics --------------------------------------------------------------- */
+
+/* GET path from 127.0.0.1:port; the whole response into buf. Its length. */
+static size_t http_get(int port, const char *path, char *buf, size_t cap)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "metrics port");
+    static char req[16384];
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
+    cr_assert_eq(write(fd, req, (size_t)n), n);
+    size_t len = 0;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    while (len + 1 < cap && poll(&pfd, 1, 5000) == 1) {
+        ssize_t r = read(fd, buf + len, cap - 1 - len);
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+    }
+    buf[len] = '\0';
+    close(fd);
+    return len;
+}
+
+static char *body_of(char *resp)
+{
+    char *b = strstr(resp, "\r\n\r\n");
+    cr_assert_not_null(b);
+    return b + 4;
+}
+
+Test(operate, metrics_endpoint_counts_and_passes_promtool)
+{
+    static char resp[1 << 20];
+    char addr[64];
+    int mport = test_free_port();
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", mport);
+    const char *const extra[] = {"--metrics", addr, "--metrics-groups", "2", NULL};
+    fx_start(extra);
+    struct tc_conn *c = fx_conn();
+    json_decref(OK(c, "{\"op\":\"limit\",\"queue\":\"mq\",\"group\":\"TENb\",\"max\":1}"));
+    json_decref(OK(c, "{\"op\":\"pause\",\"queue\":\"mq\",\"group\":\"TENc\"}"));
+    const char *groups[] = {"TENa", "TENa", "TENa", "TENb", "TENb", "TENc"};
+    for (int i = 0; i < 6; i++)
+        json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"mq\",\"group\":\"%s\",\"payload\":%d}",
+                       groups[i], i));
+    json_t *r = OK(c, "{\"op\":\"claim\",\"queue\":\"mq\"}");
+    json_t *job = json_array_get(json_object_get(r, "jobs"), 0);
+    json_decref(OK(c, "{\"op\":\"complete\",\"queue\":\"mq\",\"job\":\"%s\",\"lease\":\"%s\"}",
+                   jstr(job, "job"), jstr(job, "lease")));
+    json_decref(r);
+    assert_err_free(tc_call(c, "{\"op\":\"depth\"}"), "EARG");
+    tc_close(c);
+
+    http_get(mport, "/metrics", resp, sizeof(resp));
+    cr_assert(strncmp(resp, "HTTP/1.1 200 OK\r\n", 17) == 0, "got: %.200s", resp);
+    cr_assert(strstr(resp, "Content-Type: text/plain; version=0.0.4") != NULL);
+    char *body = body_of(resp);
+    const char *want[] = {
+        "emqd_jobs_total{queue=\"mq\",event=\"enqueued\"} 6\n",
+        "emqd_jobs_total{queue=\"mq\",event=\"claimed\"} 1\n",
+        "emqd_jobs_total{queue=\"mq\",event=\"completed\"} 1\n",
+        "emqd_queue_jobs{queue=\"mq\",state=\"pending\"} 5\n",
+        "emqd_requests_total{op=\"enqueue\",result=\"ok\"} 6\n",
+        "emqd_requests_total{op=\"depth\",result=\"EARG\"} 1\n",
+        "emqd_group_limit{queue=\"mq\",group=\"TENb\"} 1\n",
+        "emqd_backend_rtt_seconds_count ",
+        "emqd_pool_size 4\n",
+        "emqd_pool_connections ",
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++)
+        cr_assert(strstr(body, want[i]) != NULL, "missing %s in:\n%s", want[i], body);
+    /* metrics-groups 2: the two deepest of three groups. */
+    cr_assert(strstr(body, "emqd_group_depth{queue=\"mq\",group=\"TENa\"} 2\n") != NULL ||
+                  strstr(body, "emqd_group_depth{queue=\"mq\",group=\"TENa\"} 3\n") != NULL,
+              "%s", body);
+    cr_assert(strstr(body, "emqd_group_depth{queue=\"mq\",group=\"TENb\"} 2\n") != NULL, "%s",
+              body);
+    cr_assert(strstr(body, "group=\"TENc\"") == NULL, "only 2 groups per queue: %s", body);
+
+    if (access("/usr/bin/promtool", X_OK) == 0) {
+        char path[32], cmd[128], out[4096];
+        write_temp(path, body);
+        snprintf(cmd, sizeof(cmd), "promtool check metrics < %s 2>&1", path);
+        FILE *p = popen(cmd, "r");
+        size_t n = fread(out, 1, sizeof(out) - 1, p);
+        out[n] = '\0';
+        int st = pclose(p);
+        unlink(path);
+        cr_assert_eq(WEXITSTATUS(st), 0, "promtool: %s", out);
+    } else {
+        cr_log_warn("promtool not installed: exposition format not validated");
+    }
+
+    http_get(mport, "/nope", resp, sizeof(resp));
+    cr_assert(strncmp(resp, "HTTP/1.1 404", 12) == 0, "got: %.100s", resp);
+    http_get(mport, "/metrics HTTP/1.1\r\nBad header", resp, sizeof(resp));
+    cr_assert(strncmp(resp, "HTTP/1.1 400", 12) == 0, "a malformed request: %.100s", resp);
+    static char huge[12000];
+    memset(huge, 'a', sizeof(huge) - 1);
+    memcpy(huge, "/metrics HTTP/1.1\r\nX: ", 22);
+    http_get(mport, huge, resp, sizeof(resp));
+    cr_assert(strncmp(resp, "HTTP/1.1 413", 12) == 0, "an endless header: %.100s", resp);
+    /* Still serving after all that. */
+    http_get(mport, "/metrics", resp, sizeof(resp));
+    cr_assert(strncmp(resp, "HTTP/1.1 200", 12) == 0, "got: %.100s", resp);
+}
+
+/* --- systemd --------------------------------------------------------------- */
+
+static int read_notify(int fd, char *buf, size_t cap, const char *want)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    while (poll(&pfd, 1, 10000) == 1) {
+        ssize_t n = recv(fd, buf, cap - 1, 0);
+        if (n <= 0)
+            return 0;
+        buf[n] = '\0';
+        if (strstr(buf, want) != NULL)
+            return 1;
+    }
+    return 0;
+}
+
+Test(operate, sd_notify_ready_then_stopping)
+{
+    char path[108], buf[512];
+    snprintf(path, sizeof(path), "/tmp/emq-notify-%d.sock", (int)getpid());
+    unlink(path);
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    strcpy(sa.sun_path, path);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    setenv("NOTIFY_SOCKET", path, 1);
+    fx_start(NULL);
+    unsetenv("NOTIFY_SOCKET");
+    cr_assert(read_notify(fd, buf, sizeof(buf), "READY=1"), "READY=1 once listening");
+    cr_assert_eq(kill(fx_emqd.pid, SIGHUP), 0);
+    cr_assert(read_notify(fd, buf, sizeof(buf), "RELOADING=1"), "RELOADING=1 on SIGHUP");
+    cr_assert(read_notify(fd, buf, sizeof(buf), "READY=1"), "READY=1 after the reload");
+    cr_assert_eq(emqd_stop(&fx_emqd), 0);
+    cr_assert(read_notify(fd, buf, sizeof(buf), "STOPPING=1"), "STOPPING=1 on SIGTERM");
+    close(fd);
+    unlink(path);
+}

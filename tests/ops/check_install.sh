@@ -1,0 +1,32 @@
+#!/bin/sh
+# check_install.sh BUILD_DIR: `meson install --destdir` puts emqd, emqctl,
+# the man pages, the config example and the unit where they belong.
+set -u
+build=$1
+dest=$(mktemp -d)
+trap 'rm -rf "$dest"' EXIT
+meson install -C "$build" --destdir "$dest" --no-rebuild --quiet >"$dest.log" 2>&1 ||
+    { cat "$dest.log"; rm -f "$dest.log"; exit 1; }
+rm -f "$dest.log"
+prefix=$(meson introspect "$build" --buildoptions |
+         python3 -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"]=="prefix"][0])')
+fail=0
+for pattern in "$prefix/sbin/emqd" "$prefix/bin/emqctl" "$prefix/share/man/man8/emqd.8" \
+               "$prefix/share/man/man1/emqctl.1" "*/etc/emqd/emqd.conf" \
+               "*/systemd/system/emqd.service"; do
+    found=$(cd "$dest" && find . -path ".$pattern" -o -path "./$pattern" | head -1)
+    if [ -z "$found" ]; then
+        echo "missing: $pattern"
+        fail=1
+    else
+        echo "installed: ${found#.}"
+    fi
+done
+conf=$(find "$dest" -path "*/etc/emqd/emqd.conf" | head -1)
+unit=$(find "$dest" -name emqd.service | head -1)
+if [ -n "$unit" ] && [ -n "$conf" ]; then
+    # The unit reads the config from where it was installed.
+    grep -q "^ExecStart=$prefix/sbin/emqd --config ${conf#$dest}\$" "$unit" ||
+        { echo "the unit's ExecStart does not match the install:"; grep ExecStart "$unit"; fail=1; }
+fi
+exit $fail
