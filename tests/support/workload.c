@@ -21,13 +21,16 @@ void wl_init(struct workload *wl, const char *queue, const char *tag, int n, int
     wl->groups = groups < 1 ? 1 : groups > WL_GROUPS_MAX ? WL_GROUPS_MAX : groups;
     wl->ceiling = ceiling;
     wl->done = calloc((size_t)n, sizeof(*wl->done));
-    cr_assert_not_null(wl->done);
+    wl->unacked = calloc((size_t)n, 1);
+    cr_assert(wl->done != NULL && wl->unacked != NULL);
 }
 
 void wl_deinit(struct workload *wl)
 {
     free(wl->done);
+    free(wl->unacked);
     wl->done = NULL;
+    wl->unacked = NULL;
 }
 
 void wl_job_id(const struct workload *wl, int i, char *buf, size_t cap)
@@ -221,6 +224,42 @@ bool wl_await_done(struct workload *wl, int timeout_ms)
     return false;
 }
 
+/* True when job i's row says completed. */
+static bool row_completed(struct workload *wl, struct tc_conn *c, int i)
+{
+    char id[64];
+    wl_job_id(wl, i, id, sizeof(id));
+    json_t *r = tc_call(c, "{\"op\":\"job\",\"queue\":\"%s\",\"job\":\"%s\"}", wl->queue, id);
+    const char *st = json_string_value(json_object_get(json_object_get(r, "job"), "state"));
+    bool done = st != NULL && strcmp(st, "completed") == 0;
+    json_decref(r);
+    return done;
+}
+
+bool wl_await_settled(struct workload *wl, int port, int timeout_ms)
+{
+    long long t0 = tc_now_ms();
+    struct tc_conn *c = NULL;
+    bool all = false;
+    while (!all && tc_now_ms() - t0 < timeout_ms) {
+        all = true;
+        for (int i = 0; i < wl->n; i++) {
+            if (atomic_load(&wl->done[i]) > 0 || wl->unacked[i])
+                continue;
+            if (c == NULL)
+                c = tc_connect(port);
+            if (c != NULL && row_completed(wl, c, i))
+                wl->unacked[i] = 1;
+            else
+                all = false;
+        }
+        if (!all)
+            tc_sleep_ms(100);
+    }
+    tc_close(c);
+    return all;
+}
+
 void wl_account(struct workload *wl, int port)
 {
     struct tc_conn *c = tc_connect(port);
@@ -228,7 +267,8 @@ void wl_account(struct workload *wl, int port)
     char id[64];
     for (int i = 0; i < wl->n; i++) {
         wl_job_id(wl, i, id, sizeof(id));
-        cr_assert_gt(atomic_load(&wl->done[i]), 0, "%s was never completed by a worker", id);
+        cr_assert(atomic_load(&wl->done[i]) > 0 || wl->unacked[i],
+                  "%s was never completed by a worker", id);
         json_t *r = tc_call(c, "{\"op\":\"job\",\"queue\":\"%s\",\"job\":\"%s\"}", wl->queue, id);
         cr_assert(tc_ok(r), "%s is missing (%s)", id, r ? tc_error(r) : "no reply");
         const char *st = json_string_value(json_object_get(json_object_get(r, "job"), "state"));
