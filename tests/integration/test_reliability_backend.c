@@ -214,3 +214,46 @@ Test(rel_backend, two_daemons_one_killed)
     wl_account(&wl, fx_emqd.port);
     wl_deinit(&wl);
 }
+
+/* Fairness across two daemons: claims taken alternately through either
+ * one rotate over the groups as one daemon's would, even with one group
+ * holding most of the backlog. */
+Test(rel_backend, rotation_is_shared_by_two_daemons)
+{
+    cr_assert_eq(emqd_start(&fx_second, fx_redis.port, NULL), 0);
+    cr_assert_eq(emqd_await_backend(&fx_second), 0);
+    struct tc_conn *a = fx_conn();
+    struct tc_conn *b = tc_connect(fx_second.port);
+    cr_assert_not_null(b);
+    static const struct {
+        const char *group;
+        int n;
+    } g[] = {{"TENbig", 40}, {"TENmid", 4}, {"TENone", 3}};
+    for (size_t k = 0; k < 3; k++)
+        for (int i = 0; i < g[k].n; i++) {
+            json_t *r = tc_call(i % 2 ? b : a,
+                                "{\"op\":\"enqueue\",\"queue\":\"fr\",\"group\":\"%s\","
+                                "\"payload\":%d}",
+                                g[k].group, i);
+            assert_ok(r);
+            json_decref(r);
+        }
+    /* Nine claims of one, alternating daemons: three full turns. */
+    const char *seen[9];
+    json_t *replies[9];
+    for (int i = 0; i < 9; i++) {
+        replies[i] = tc_call(i % 2 ? b : a, "{\"op\":\"claim\",\"queue\":\"fr\",\"count\":1}");
+        json_t *jobs = claim_jobs(replies[i]);
+        cr_assert_eq(json_array_size(jobs), 1);
+        seen[i] = jstr(json_array_get(jobs, 0), "group");
+    }
+    for (int t = 0; t < 3; t++)
+        for (int i = 0; i < 3; i++)
+            for (int j = i + 1; j < 3; j++)
+                cr_assert_str_neq(seen[3 * t + i], seen[3 * t + j], "turn %d served %s twice", t,
+                                  seen[3 * t + i]);
+    for (int i = 0; i < 9; i++)
+        json_decref(replies[i]);
+    tc_close(a);
+    tc_close(b);
+}
