@@ -161,6 +161,7 @@ Test(hostile, random_bytes_are_refused)
     }
     tc_close(c);
     monitor_assert_quiet(&m);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
 }
 
 /* Lines over --max-line are ETOOBIG; the line after is served. */
@@ -180,6 +181,7 @@ Test(hostile, huge_lines_are_refused_and_the_next_line_works)
     }
     tc_close(c);
     monitor_assert_quiet(&m);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
 }
 
 /* Invalid UTF-8 anywhere, deep nesting, duplicate keys, "\u0000". */
@@ -230,6 +232,7 @@ Test(hostile, malformed_json_is_eproto)
     }
     tc_close(c);
     monitor_assert_quiet(&m);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
 }
 
 /* Wrong types and ids that try to break out of the key space: each gets
@@ -299,6 +302,7 @@ Test(hostile, wrong_types_and_key_breaking_ids_are_refused)
     free(tenk);
     tc_close(c);
     monitor_assert_quiet(&m);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
 }
 
 /* The detector itself: a request that does reach Redis is caught. */
@@ -355,4 +359,5 @@ Test(hostile, ten_thousand_dropped_connections)
     }
     cr_assert_leq(fds, fds0 + 1, "emqd holds %d fds, %d before", fds, fds0);
     tc_close(keep);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
 }

@@ -78,6 +78,7 @@ Test(rel_backend, emqd_killed_under_load_and_restarted)
     stop_workers(0, WORKERS);
     wl_account(&wl, fx_emqd.port);
     wl_deinit(&wl);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
 }
 
 /* Redis SIGKILLed and restarted (AOF, fsync always) under load: emqd
@@ -136,6 +137,7 @@ Test(rel_backend, redis_killed_and_restarted_under_load)
     stop_workers(0, WORKERS);
     wl_account(&wl, fx_emqd.port);
     wl_deinit(&wl);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
 }
 
 struct flusher {
@@ -183,6 +185,7 @@ Test(rel_backend, script_flush_under_load_fails_no_request)
         cr_assert_eq(atomic_load(&workers[i].unavailable), 0, "worker %d saw EUNAVAILABLE", i);
     wl_account(&wl, fx_emqd.port);
     wl_deinit(&wl);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
 }
 
 /* Two daemons on one Redis, workers on both, one daemon killed: nothing is
@@ -213,6 +216,7 @@ Test(rel_backend, two_daemons_one_killed)
     }
     wl_account(&wl, fx_emqd.port);
     wl_deinit(&wl);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
 }
 
 /* Fairness across two daemons: claims taken alternately through either
@@ -256,4 +260,6 @@ Test(rel_backend, rotation_is_shared_by_two_daemons)
         json_decref(replies[i]);
     tc_close(a);
     tc_close(b);
+    cr_assert_eq(emqd_stop(&fx_second), 0, "emqd #2 did not exit cleanly");
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
 }

@@ -122,6 +122,7 @@ Test(rel_workers, a_worker_killed_mid_job_has_its_jobs_redelivered_at_once)
     tc_close(c);
     wl_account(&wl, fx_emqd.port);
     wl_deinit(&wl);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
 }
 
 /* A worker that streams and never reads: once its unwritten output passes
@@ -177,6 +178,7 @@ Test(rel_workers, a_worker_that_stops_reading_is_cut_at_the_output_cap)
     tc_close(c);
     wl_account(&wl, fx_emqd.port);
     wl_deinit(&wl);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
 }
 
 /* A worker that hangs without closing: its short leases run out, the
@@ -206,6 +208,7 @@ Test(rel_workers, a_hung_worker_loses_its_leases_and_its_late_complete_is_refuse
     tc_close(hung);
     wl_account(&wl, fx_emqd.port);
     wl_deinit(&wl);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
 }
 
 /* 50 workers on ceilings of 1: no group ever has two jobs in flight, as
@@ -222,4 +225,5 @@ Test(rel_workers, ceilings_hold_under_contention)
     }
     wl_account(&wl, fx_emqd.port);
     wl_deinit(&wl);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
 }
