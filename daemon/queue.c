@@ -236,7 +236,15 @@ static void pump_cb(void *priv, int status, redisReply *reply)
             orphans = queue_pair_add(orphans, f);
             continue;
         }
+        /* A push past --max-output closes the client, which frees w and
+         * releases its leases, this job's included: w must not be used. */
+        struct client *c = w->c;
+        client_ref(c);
         deliver(w, f, deadline);
+        bool gone = c->closing;
+        client_unref(c);
+        if (gone)
+            continue;
         queue_unpark(w);
         if (wants(w) > 0)
             link_tail(q, w);

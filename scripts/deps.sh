@@ -9,9 +9,15 @@ EMQ_PACKAGES=(
     libsystemd-dev libhttp-parser-dev prometheus systemd
 )
 
+# For scripts/fuzz.sh: clang and its libFuzzer runtime.
+EMQ_FUZZ_PACKAGES=(clang libclang-rt-14-dev)
+
+# Install the packages named (default: EMQ_PACKAGES) that are missing.
 emq_install_deps() {
     local missing=()
-    for p in "${EMQ_PACKAGES[@]}"; do
+    local want=("$@")
+    [ ${#want[@]} -gt 0 ] || want=("${EMQ_PACKAGES[@]}")
+    for p in "${want[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
             missing+=("$p")
     done

@@ -234,9 +234,8 @@ Test(worker, reconnects_after_the_daemon_restarts)
     expect_line("done JOBr1 group TENa attempt 1");
     emq_close(c);
 
-    int port = fx_emqd.port;
     emqd_kill(&fx_emqd);
-    cr_assert_eq(emqd_start_on(&fx_emqd, fx_redis.port, port, NULL), 0, "restart on %d", port);
+    cr_assert_eq(emqd_restart(&fx_emqd, fx_redis.port, NULL), 0, "restart on %d", fx_emqd.port);
     c = lib_conn();
     put(c, "JOBr2", "TENa", "{}", 0);
     put(c, "JOBr3", NULL, "{}", 0);

@@ -51,12 +51,8 @@ static int tcp_connect(int port)
     return fd;
 }
 
-int emqd_start(struct emqd_proc *p, int redis_port, const char *const *extra)
-{
-    return emqd_start_on(p, redis_port, 0, extra);
-}
-
-int emqd_start_on(struct emqd_proc *p, int redis_port, int port, const char *const *extra)
+/* Start emqd on p->port (already chosen). */
+static int start_on_port(struct emqd_proc *p, int redis_port, const char *const *extra)
 {
     const char *bin = getenv("EMQD");
     char redis[64], listen[64];
@@ -65,9 +61,6 @@ int emqd_start_on(struct emqd_proc *p, int redis_port, int port, const char *con
 
     if (bin == NULL)
         return -ENOENT;
-    p->port = port > 0 ? port : test_free_port();
-    if (p->port < 0)
-        return -EADDRNOTAVAIL;
     snprintf(redis, sizeof(redis), "redis://127.0.0.1:%d", redis_port);
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", p->port);
     argv[n++] = bin;
@@ -108,6 +101,36 @@ int emqd_start_on(struct emqd_proc *p, int redis_port, int port, const char *con
     }
     emqd_kill(p);
     return -ETIMEDOUT;
+}
+
+int emqd_start(struct emqd_proc *p, int redis_port, const char *const *extra)
+{
+    p->port = test_free_port();
+    if (p->port < 0)
+        return -EADDRNOTAVAIL;
+    return start_on_port(p, redis_port, extra);
+}
+
+int emqd_restart(struct emqd_proc *p, int redis_port, const char *const *extra)
+{
+    if (p->pid > 0 || p->port <= 0)
+        return -EINVAL;
+    return start_on_port(p, redis_port, extra);
+}
+
+long emqd_rss_kb(const struct emqd_proc *p)
+{
+    char path[64], line[256];
+    long kb = -1;
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)p->pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb;
 }
 
 int emqd_stop(struct emqd_proc *p)

@@ -20,9 +20,12 @@ struct emqd_proc {
  * until it accepts a TCP connection. Returns 0 or -errno. */
 int emqd_start(struct emqd_proc *p, int redis_port, const char *const *extra);
 
-/* emqd_start on a given port (0: a free one), e.g. to restart a daemon
- * where its clients will reconnect. */
-int emqd_start_on(struct emqd_proc *p, int redis_port, int port, const char *const *extra);
+/* Start it again on the port it had (after emqd_kill or emqd_stop), so
+ * clients that reconnect to that port find it. Returns 0 or -errno. */
+int emqd_restart(struct emqd_proc *p, int redis_port, const char *const *extra);
+
+/* Its resident memory (VmRSS) in KiB, or -1. */
+long emqd_rss_kb(const struct emqd_proc *p);
 
 /* Wait (up to 5 s) until a backend op (depth) answers ok: emqd accepts
  * connections before its Redis pool is connected. 0 or -ETIMEDOUT. */

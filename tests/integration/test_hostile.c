@@ -1,0 +1,363 @@
+/* Hostile clients over TCP: random bytes, huge lines, invalid UTF-8, deep
+ * nesting, duplicate keys, wrong types, ids that try to leave the key
+ * space, and 10,000 connections opened and dropped. Each bad line gets its
+ * error code, the daemon keeps serving, and nothing reaches Redis: a
+ * MONITOR connection sees no command but the daemon's own upkeep. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+
+#include "fixture.h"
+
+TestSuite(hostile, .init = fx_setup, .fini = fx_teardown, .timeout = 120);
+
+/* --- MONITOR: every command a client sends Redis while it runs -------- */
+
+#define MONITOR_END "emq-hostile-monitor-end"
+
+struct monitor {
+    redisContext *rc;
+    pthread_t thread;
+    int lines;     /* commands sent by clients (not by scripts) */
+    char bad[512]; /* the first one that is not the daemon's upkeep */
+};
+
+/* The daemon's upkeep touches only the queue emqd_await_backend named;
+ * anything else a client sent came from a request. */
+static bool upkeep_only(const char *line)
+{
+    if (strstr(line, "\"EVALSHA\"") == NULL)
+        return false;
+    for (const char *k = strstr(line, "emq:"); k != NULL; k = strstr(k + 4, "emq:"))
+        if (strncmp(k, "emq:{emq-test-ready}:", 21) != 0)
+            return false;
+    return true;
+}
+
+static void *monitor_main(void *arg)
+{
+    struct monitor *m = arg;
+    redisReply *r;
+    while (redisGetReply(m->rc, (void **)&r) == REDIS_OK) {
+        const char *s = r->type == REDIS_REPLY_STATUS ? r->str : "";
+        bool end = strstr(s, MONITOR_END) != NULL;
+        /* "<time> [<db> <addr>] ..." where addr is "lua" inside a script. */
+        if (!end && strstr(s, " lua]") == NULL && strchr(s, '[') != NULL) {
+            m->lines++;
+            if (!upkeep_only(s) && m->bad[0] == '\0')
+                snprintf(m->bad, sizeof(m->bad), "%s", s);
+        }
+        freeReplyObject(r);
+        if (end)
+            break;
+    }
+    return NULL;
+}
+
+static void monitor_start(struct monitor *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->rc = redis_server_connect(&fx_redis);
+    cr_assert_not_null(m->rc);
+    redisReply *r = redisCommand(m->rc, "MONITOR");
+    cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS, "MONITOR refused");
+    freeReplyObject(r);
+    cr_assert_eq(pthread_create(&m->thread, NULL, monitor_main, m), 0);
+}
+
+/* Stop monitoring: a command the MONITOR connection sees ends it. */
+static void monitor_stop(struct monitor *m)
+{
+    redisContext *rc = redis_server_connect(&fx_redis);
+    cr_assert_not_null(rc);
+    freeReplyObject(redisCommand(rc, "ECHO %s", MONITOR_END));
+    redisFree(rc);
+    pthread_join(m->thread, NULL);
+    redisFree(m->rc);
+}
+
+/* Stop monitoring and assert that no request reached Redis. */
+static void monitor_assert_quiet(struct monitor *m)
+{
+    monitor_stop(m);
+    cr_assert_eq(m->bad[0], '\0', "a refused request reached Redis: %s", m->bad);
+}
+
+/* --- helpers ---------------------------------------------------------- */
+
+/* Send line; expect the error code, then prove the connection still
+ * works with a ping carrying a ref. */
+static void expect_code(struct tc_conn *c, const char *line, size_t len, const char *code)
+{
+    cr_assert_eq(tc_send(c, line, len), 0);
+    cr_assert_eq(tc_send(c, "\n", 1), 0);
+    json_t *r = tc_read(c, 10000);
+    char *d = r != NULL ? json_dumps(r, JSON_COMPACT) : NULL;
+    cr_assert(r != NULL && !tc_ok(r) && strcmp(tc_error(r), code) == 0,
+              "%.80s... -> expected %s, got %.200s", line, code, d ? d : "(nothing)");
+    free(d);
+    json_decref(r);
+    r = tc_call(c, "{\"op\":\"ping\",\"ref\":\"still\"}");
+    assert_ok(r);
+    cr_assert_str_eq(jstr(r, "ref"), "still");
+    json_decref(r);
+}
+
+static void expect_line(struct tc_conn *c, const char *line, const char *code)
+{
+    expect_code(c, line, strlen(line), code);
+}
+
+/* A string of n copies of ch. */
+static char *repeat(char ch, size_t n)
+{
+    char *s = malloc(n + 1);
+    cr_assert_not_null(s);
+    memset(s, ch, n);
+    s[n] = '\0';
+    return s;
+}
+
+static int open_fds(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return -1;
+    int n = 0;
+    while (readdir(d) != NULL)
+        n++;
+    closedir(d);
+    return n;
+}
+
+/* --- tests ------------------------------------------------------------ */
+
+/* Lines of random bytes (fixed seed) are EPROTO, or ETOOBIG past the limit. */
+Test(hostile, random_bytes_are_refused)
+{
+    struct monitor m;
+    monitor_start(&m);
+    struct tc_conn *c = fx_conn();
+    srand(7);
+    char line[4096];
+    for (int i = 0; i < 300; i++) {
+        size_t len = 1 + (size_t)(rand() % (int)sizeof(line));
+        for (size_t k = 0; k < len; k++) {
+            line[k] = (char)(rand() & 0xff);
+            if (line[k] == '\n' || line[k] == '\r')
+                line[k] = ' ';
+        }
+        line[0] = '#'; /* never a JSON object */
+        expect_code(c, line, len, "EPROTO");
+    }
+    tc_close(c);
+    monitor_assert_quiet(&m);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
+}
+
+/* Lines over --max-line are ETOOBIG; the line after is served. */
+Test(hostile, huge_lines_are_refused_and_the_next_line_works)
+{
+    struct monitor m;
+    monitor_start(&m);
+    struct tc_conn *c = fx_conn();
+    static const size_t sizes[] = {(1u << 20) + 1, 4u << 20, 16u << 20};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        char *big = repeat('x', sizes[i]);
+        memcpy(big, "{\"op\":\"enqueue\",\"queue\":\"hq\",\"payload\":\"", 41);
+        big[sizes[i] - 2] = '"';
+        big[sizes[i] - 1] = '}';
+        expect_code(c, big, sizes[i], "ETOOBIG");
+        free(big);
+    }
+    tc_close(c);
+    monitor_assert_quiet(&m);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
+}
+
+/* Invalid UTF-8 anywhere, deep nesting, duplicate keys, "\u0000". */
+Test(hostile, malformed_json_is_eproto)
+{
+    struct monitor m;
+    monitor_start(&m);
+    struct tc_conn *c = fx_conn();
+    static const char *const lines[] = {
+        "{\"op\":\"enqueue\",\"queue\":\"hq\",\"payload\":\"\xc3\x28\"}",
+        "{\"op\":\"enqueue\",\"queue\":\"hq\",\"payload\":\"\xff\xfe\"}",
+        "{\"op\":\"enqueue\",\"queue\":\"hq\",\"payload\":\"\xc0\xaf\"}",         /* overlong */
+        "{\"op\":\"enqueue\",\"queue\":\"hq\",\"payload\":\"\xed\xa0\x80\"}",     /* surrogate */
+        "{\"op\":\"enqueue\",\"queue\":\"hq\",\"payload\":\"\xf4\x90\x80\x80\"}", /* > U+10FFFF */
+        "{\"op\":\"enqueue\",\"queue\":\"h\xe9q\",\"payload\":1}",
+        "{\"o\xe9p\":\"enqueue\",\"queue\":\"hq\",\"payload\":1}",
+        "{\"op\":\"enqueue\",\"queue\":\"hq\",\"payload\":\"\xe2\x82\"}", /* truncated */
+        "{\"op\":\"enqueue\",\"queue\":\"hq\",\"payload\":\"a\\u0000b\"}",
+        "{\"op\":\"enqueue\",\"op\":\"claim\",\"queue\":\"hq\",\"payload\":1}",
+        "{\"op\":\"enqueue\",\"queue\":\"hq\",\"payload\":{\"a\":1,\"a\":2}}",
+        "{\"op\":\"enqueue\",\"queue\":\"hq\",\"queue\":\"hq\",\"payload\":1}",
+        "{\"op\":\"enqueue\",\"queue\":\"hq\",\"payload\":1}{}",
+        "{\"op\":\"enqueue\",\"queue\":\"hq\",\"payload\":1,}",
+        "{\"op\":\"ping\",\"ref\":{\"a\":1}}",
+        "{\"op\":\"ping\",\"ref\":[1]}",
+        "{\"op\":1}",
+        "{\"op\":null}",
+        "{}",
+        "null",
+        "\"op\"",
+        " ",
+    };
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
+        expect_line(c, lines[i], "EPROTO");
+    /* Nesting: 33 levels, then 200,000 (a parser that recursed per level
+     * would run out of stack). */
+    static const size_t depths[] = {33, 200000};
+    for (size_t i = 0; i < 2; i++) {
+        size_t d = depths[i];
+        char *deep = malloc(2 * d + 64);
+        cr_assert_not_null(deep);
+        int n = sprintf(deep, "{\"op\":\"enqueue\",\"queue\":\"hq\",\"payload\":");
+        memset(deep + n, '[', d - 1);
+        memset(deep + n + d - 1, ']', d - 1);
+        strcpy(deep + n + 2 * (d - 1), "}");
+        expect_line(c, deep, "EPROTO");
+        free(deep);
+    }
+    tc_close(c);
+    monitor_assert_quiet(&m);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
+}
+
+/* Wrong types and ids that try to break out of the key space: each gets
+ * its code, and no key outside the queue's hash tag is ever formed. */
+Test(hostile, wrong_types_and_key_breaking_ids_are_refused)
+{
+    struct monitor m;
+    monitor_start(&m);
+    struct tc_conn *c = fx_conn();
+    static const struct {
+        const char *line, *code;
+    } cases[] = {
+        {"{\"op\":\"enqueue\",\"queue\":1,\"payload\":1}", "EARG"},
+        {"{\"op\":\"enqueue\",\"queue\":[\"hq\"],\"payload\":1}", "EARG"},
+        {"{\"op\":\"claim\",\"queue\":\"hq\",\"count\":\"1\"}", "EARG"},
+        {"{\"op\":\"claim\",\"queue\":\"hq\",\"count\":1.5}", "EARG"},
+        {"{\"op\":\"claim\",\"queue\":\"hq\",\"count\":-1}", "EARG"},
+        {"{\"op\":\"claim\",\"queue\":\"hq\",\"count\":99999999999999999999}", "EPROTO"},
+        {"{\"op\":\"claim\",\"queue\":\"hq\",\"flat\":1}", "EARG"},
+        {"{\"op\":\"claim\",\"queue\":\"hq\",\"lease_ms\":null}", "EARG"},
+        {"{\"op\":\"complete\",\"queue\":\"hq\",\"job\":\"JOBa\",\"lease\":5}", "EARG"},
+        {"{\"op\":\"complete\",\"queue\":\"hq\",\"job\":[],\"lease\":\"1\"}", "EARG"},
+        {"{\"op\":\"limit\",\"queue\":\"hq\",\"group\":\"TENa\",\"max\":\"2\"}", "EARG"},
+        {"{\"op\":\"limit\",\"queue\":\"hq\",\"group\":\"TENa\",\"max\":-1}", "EARG"},
+        {"{\"op\":\"enqueue\",\"queue\":\"hq\",\"payload\":1,\"group\":true}", "EARG"},
+        {"{\"op\":\"stream\",\"queue\":\"hq\"}", "EARG"},
+        {"{\"op\":\"enqueue\",\"queue\":\"h}q\",\"payload\":1}", "EQUEUE"},
+        {"{\"op\":\"enqueue\",\"queue\":\"h{q\",\"payload\":1}", "EQUEUE"},
+        {"{\"op\":\"enqueue\",\"queue\":\"h:q\",\"payload\":1}", "EQUEUE"},
+        {"{\"op\":\"enqueue\",\"queue\":\"h q\",\"payload\":1}", "EQUEUE"},
+        {"{\"op\":\"enqueue\",\"queue\":\"\",\"payload\":1}", "EQUEUE"},
+        {"{\"op\":\"enqueue\",\"queue\":\"hq}:job:JOBx\",\"payload\":1}", "EQUEUE"},
+        {"{\"op\":\"enqueue\",\"queue\":\"hq\",\"group\":\"TENa}b\",\"payload\":1}", "EBRAND"},
+        {"{\"op\":\"enqueue\",\"queue\":\"hq\",\"group\":\"TENa:b\",\"payload\":1}", "EBRAND"},
+        {"{\"op\":\"enqueue\",\"queue\":\"hq\",\"group\":\"TEN a\",\"payload\":1}", "EBRAND"},
+        {"{\"op\":\"enqueue\",\"queue\":\"hq\",\"group\":\"TEN\",\"payload\":1}", "EBRAND"},
+        {"{\"op\":\"enqueue\",\"queue\":\"hq\",\"job\":\"JOBa}b\",\"payload\":1}", "EARG"},
+        {"{\"op\":\"enqueue\",\"queue\":\"hq\",\"job\":\"JOB:x\",\"payload\":1}", "EARG"},
+        {"{\"op\":\"enqueue\",\"queue\":\"hq\",\"job\":\"JOB x\",\"payload\":1}", "EARG"},
+        {"{\"op\":\"enqueue\",\"queue\":\"hq\",\"job\":\"job1\",\"payload\":1}", "EKIND"},
+        {"{\"op\":\"complete\",\"queue\":\"hq\",\"job\":\"JOB}\",\"lease\":\"1\"}", "EARG"},
+        {"{\"op\":\"pause\",\"queue\":\"hq\",\"group\":\"TEN}\"}", "EBRAND"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        expect_line(c, cases[i].line, cases[i].code);
+
+    /* 10 KB ids in every id position. */
+    char *tenk = repeat('a', 10 * 1024);
+    char *line = malloc(16 * 1024);
+    cr_assert_not_null(line);
+    snprintf(line, 16 * 1024, "{\"op\":\"enqueue\",\"queue\":\"%s\",\"payload\":1}", tenk);
+    expect_line(c, line, "EQUEUE");
+    snprintf(line, 16 * 1024,
+             "{\"op\":\"enqueue\",\"queue\":\"hq\",\"group\":\"TEN%s\",\"payload\":1}", tenk);
+    expect_line(c, line, "EBRAND");
+    snprintf(line, 16 * 1024,
+             "{\"op\":\"enqueue\",\"queue\":\"hq\",\"job\":\"JOB%s\",\"payload\":1}", tenk);
+    expect_line(c, line, "EARG");
+    snprintf(line, 16 * 1024,
+             "{\"op\":\"complete\",\"queue\":\"hq\",\"job\":\"JOBa\",\"lease\":\"%s\"}", tenk);
+    expect_line(c, line, "EARG");
+    snprintf(line, 16 * 1024, "{\"op\":\"enqueue\",\"queue\":\"hq\",\"payload\":1,\"%s\":1}", tenk);
+    expect_line(c, line, "EARG");
+    snprintf(line, 16 * 1024, "{\"op\":\"%s\",\"queue\":\"hq\"}", tenk);
+    expect_line(c, line, "EUNKNOWN");
+    free(line);
+    free(tenk);
+    tc_close(c);
+    monitor_assert_quiet(&m);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
+}
+
+/* The detector itself: a request that does reach Redis is caught. */
+Test(hostile, the_monitor_sees_a_request_that_reaches_redis)
+{
+    struct monitor m;
+    monitor_start(&m);
+    struct tc_conn *c = fx_conn();
+    json_t *r = tc_call(c, "{\"op\":\"depth\",\"queue\":\"hq\"}");
+    assert_ok(r);
+    json_decref(r);
+    tc_close(c);
+    monitor_stop(&m);
+    cr_assert_gt(m.lines, 0);
+    cr_assert(strstr(m.bad, "emq:{hq}:") != NULL, "the depth request was not seen: %s", m.bad);
+}
+
+/* 10,000 connections opened and dropped (most reset, some mid-line, some
+ * after a request): the daemon keeps serving and holds no fd for them. */
+Test(hostile, ten_thousand_dropped_connections)
+{
+    int fds0 = open_fds(fx_emqd.pid);
+    cr_assert_gt(fds0, 0);
+    struct tc_conn *keep = fx_conn(); /* a client that stays throughout */
+    static const char partial[] = "{\"op\":\"enqueue\",\"queue\":\"hq\",\"pay";
+    for (int i = 0; i < 10000; i++) {
+        struct tc_conn *c = tc_connect(fx_emqd.port);
+        cr_assert_not_null(c, "connection %d refused", i);
+        if (i % 3 == 1)
+            tc_send(c, partial, sizeof(partial) - 1);
+        else if (i % 3 == 2)
+            tc_send_line(c, "{\"op\":\"ping\"}");
+        if (i % 10 != 0) { /* reset, leaving no TIME_WAIT behind */
+            struct linger lg = {.l_onoff = 1, .l_linger = 0};
+            setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        }
+        tc_close(c);
+        if (i % 1000 == 999) {
+            json_t *r = tc_call(keep, "{\"op\":\"ping\",\"ref\":%d}", i);
+            assert_ok(r);
+            cr_assert_eq(jint(r, "ref"), i);
+            json_decref(r);
+        }
+    }
+    json_t *r = tc_call(keep, "{\"op\":\"enqueue\",\"queue\":\"hq\",\"payload\":1}");
+    assert_ok(r);
+    json_decref(r);
+    int fds = -1;
+    for (int t = 0; t < 100; t++) {
+        fds = open_fds(fx_emqd.pid);
+        if (fds <= fds0 + 1) /* + the kept client */
+            break;
+        tc_sleep_ms(50);
+    }
+    cr_assert_leq(fds, fds0 + 1, "emqd holds %d fds, %d before", fds, fds0);
+    tc_close(keep);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
+}

@@ -1,0 +1,265 @@
+/* Reliability: the daemon or its Redis fails under load. Each scenario
+ * enqueues a known job set over several groups with ceilings while
+ * workers drain it, injects the fault, and ends with wl_account(): every
+ * job completed, none missing, none active or pending, check clean. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+
+#include "fixture.h"
+#include "workload.h"
+
+static struct emqd_proc fx_second;
+
+static void backend_teardown(void)
+{
+    emqd_kill(&fx_second);
+    fx_teardown();
+}
+
+TestSuite(rel_backend, .init = fx_setup, .fini = backend_teardown, .timeout = 120);
+
+#define WORKERS 8
+
+static struct wl_worker workers[WORKERS];
+
+static void start_workers(struct workload *wl, int from, int to, int port, int lease_ms)
+{
+    for (int i = from; i < to; i++)
+        cr_assert_eq(wl_worker_start(&workers[i], wl, port, 4, lease_ms, 1), 0);
+}
+
+/* Stop workers [from, to); none may have seen an unexpected reply. */
+static void stop_workers(int from, int to)
+{
+    for (int i = from; i < to; i++)
+        wl_worker_stop(&workers[i]);
+    for (int i = from; i < to; i++)
+        cr_assert_eq(atomic_load(&workers[i].errors), 0, "worker %d got unexpected replies", i);
+}
+
+/* Short leases for scenarios where a daemon dies with leases out; many
+ * attempts, so a job caught by several faults is not dead-lettered. */
+static const char *const fault_args[] = {"--max-attempts", "50", "--redis-timeout-ms", "500", NULL};
+
+static void restart_fixture(void)
+{
+    fx_teardown();
+    fx_start(fault_args);
+}
+
+/* emqd SIGKILLed under load and started again on its port: the killed
+ * daemon's leases expire and are reaped, workers reconnect, and a
+ * producer that re-sends everything gets "duplicate" for exactly what had
+ * landed and "enqueued" for the rest. */
+Test(rel_backend, emqd_killed_under_load_and_restarted)
+{
+    restart_fixture();
+    struct workload wl;
+    wl_init(&wl, "ek", "e", 300, 6, 2);
+    start_workers(&wl, 0, WORKERS, fx_emqd.port, 500);
+    int first = wl_enqueue(&wl, fx_emqd.port, 0, 150, NULL);
+    cr_assert_eq(first, 150);
+    tc_sleep_ms(50);
+    emqd_kill(&fx_emqd);
+    cr_assert_eq(emqd_restart(&fx_emqd, fx_redis.port, fault_args), 0, "emqd did not restart");
+    cr_assert_eq(emqd_await_backend(&fx_emqd), 0);
+    int dup = 0;
+    int second = wl_enqueue(&wl, fx_emqd.port, 0, wl.n, &dup);
+    cr_assert_eq(dup, first, "re-sent: %d duplicates for %d landed", dup, first);
+    cr_assert_eq(second, wl.n - first);
+    cr_assert(wl_await_settled(&wl, fx_emqd.port, 60000),
+              "jobs leased by the killed daemon were not redelivered");
+    stop_workers(0, WORKERS);
+    wl_account(&wl, fx_emqd.port);
+    wl_deinit(&wl);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
+}
+
+/* Redis SIGKILLed and restarted (AOF, fsync always) under load: emqd
+ * answers EUNAVAILABLE meanwhile, recovers without a restart, and every
+ * enqueue answered "enqueued" survives. The producer re-sends what failed. */
+Test(rel_backend, redis_killed_and_restarted_under_load)
+{
+    fx_teardown();
+    static const char *const aof[] = {"--appendonly", "yes", "--appendfsync", "always", NULL};
+    cr_assert_eq(redis_server_start(&fx_redis, aof), 0);
+    cr_assert_eq(emqd_start(&fx_emqd, fx_redis.port, fault_args), 0);
+    cr_assert_eq(emqd_await_backend(&fx_emqd), 0);
+    struct workload wl;
+    wl_init(&wl, "rk", "r", 240, 6, 2);
+    start_workers(&wl, 0, WORKERS, fx_emqd.port, 2000);
+    struct tc_conn *p = fx_conn();
+    cr_assert_eq(wl_enqueue(&wl, fx_emqd.port, 0, 0, NULL), 0); /* the ceilings */
+    static char acked[240];
+    int unavailable = 0;
+    for (int i = 0; i < wl.n; i++) {
+        if (i == 80)
+            redis_server_kill(&fx_redis);
+        if (i == 120)
+            cr_assert_eq(redis_server_restart(&fx_redis, aof), 0);
+        const char *code;
+        int rc = wl_enqueue_one(&wl, p, i, &code);
+        cr_assert(rc == 1 || strcmp(code, "EUNAVAILABLE") == 0, "job %d: %s", i, code);
+        acked[i] = rc == 1;
+        unavailable += rc != 1;
+    }
+    cr_assert_gt(unavailable, 0, "the crash was never seen");
+    /* Every acknowledged job is still there; the rest are re-sent. */
+    for (int i = 0; i < wl.n; i++) {
+        char id[64];
+        wl_job_id(&wl, i, id, sizeof(id));
+        json_t *r = NULL;
+        for (int t = 0; t < 100; t++) {
+            json_decref(r);
+            r = tc_call(p, "{\"op\":\"job\",\"queue\":\"rk\",\"job\":\"%s\"}", id);
+            if (r == NULL || strcmp(tc_error(r), "EUNAVAILABLE") != 0)
+                break;
+            tc_sleep_ms(50);
+        }
+        if (acked[i])
+            assert_ok(r);
+        json_decref(r);
+        for (int t = 0; !acked[i] && t < 100; t++) {
+            acked[i] = wl_enqueue_one(&wl, p, i, NULL) >= 0;
+            if (!acked[i])
+                tc_sleep_ms(50);
+        }
+        cr_assert(acked[i], "job %d never landed", i);
+    }
+    tc_close(p);
+    cr_assert(wl_await_done(&wl, 60000), "the set was not drained after the restart");
+    stop_workers(0, WORKERS);
+    wl_account(&wl, fx_emqd.port);
+    wl_deinit(&wl);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
+}
+
+struct flusher {
+    int port;
+    atomic_bool stop;
+    atomic_int flushes;
+};
+
+static void *flush_main(void *arg)
+{
+    struct flusher *f = arg;
+    struct redis_server rs = {.port = f->port};
+    redisContext *rc = redis_server_connect(&rs);
+    while (rc != NULL && !atomic_load(&f->stop)) {
+        redisReply *r = redisCommand(rc, "SCRIPT FLUSH");
+        if (r != NULL && r->type == REDIS_REPLY_STATUS)
+            atomic_fetch_add(&f->flushes, 1);
+        freeReplyObject(r);
+        tc_sleep_ms(10);
+    }
+    if (rc != NULL)
+        redisFree(rc);
+    return NULL;
+}
+
+/* SCRIPT FLUSH again and again under load: the pool reloads the scripts
+ * (NOSCRIPT, load, retry) and no request fails, not even transiently. */
+Test(rel_backend, script_flush_under_load_fails_no_request)
+{
+    struct workload wl;
+    wl_init(&wl, "sf", "f", 300, 6, 2);
+    struct flusher f = {.port = fx_redis.port};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, flush_main, &f), 0);
+    start_workers(&wl, 0, WORKERS, fx_emqd.port, 10000);
+    int enqueued = wl_enqueue(&wl, fx_emqd.port, 0, wl.n, NULL);
+    bool done = wl_await_done(&wl, 60000);
+    atomic_store(&f.stop, true);
+    pthread_join(t, NULL);
+    cr_assert_eq(enqueued, wl.n, "%d of %d enqueues succeeded", enqueued, wl.n);
+    cr_assert(done, "the set was not drained");
+    cr_assert_gt(atomic_load(&f.flushes), 10, "only %d flushes", atomic_load(&f.flushes));
+    stop_workers(0, WORKERS);
+    for (int i = 0; i < WORKERS; i++)
+        cr_assert_eq(atomic_load(&workers[i].unavailable), 0, "worker %d saw EUNAVAILABLE", i);
+    wl_account(&wl, fx_emqd.port);
+    wl_deinit(&wl);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
+}
+
+/* Two daemons on one Redis, workers on both, one daemon killed: nothing is
+ * lost (its leases expire and the survivor reaps them), and the ceilings
+ * hold across both, as the workers see them. */
+Test(rel_backend, two_daemons_one_killed)
+{
+    restart_fixture();
+    cr_assert_eq(emqd_start(&fx_second, fx_redis.port, fault_args), 0);
+    cr_assert_eq(emqd_await_backend(&fx_second), 0);
+    struct workload wl;
+    wl_init(&wl, "td", "t", 300, 6, 2);
+    start_workers(&wl, 0, WORKERS / 2, fx_emqd.port, 500);
+    start_workers(&wl, WORKERS / 2, WORKERS, fx_second.port, 500);
+    int half = wl_enqueue(&wl, fx_emqd.port, 0, wl.n / 2, NULL);
+    half += wl_enqueue(&wl, fx_second.port, wl.n / 2, wl.n, NULL);
+    cr_assert_eq(half, wl.n);
+    while (atomic_load(&wl.completed_total) < wl.n / 3)
+        tc_sleep_ms(5);
+    emqd_kill(&fx_second);
+    stop_workers(WORKERS / 2, WORKERS); /* they have nowhere to reconnect */
+    cr_assert(wl_await_settled(&wl, fx_emqd.port, 60000),
+              "jobs leased through the killed daemon were lost");
+    stop_workers(0, WORKERS / 2);
+    for (int g = 0; g < wl.groups; g++) {
+        int max = atomic_load(&wl.max_inflight[g]);
+        cr_assert(max >= 1 && max <= 2, "group %d had %d jobs in flight at once", g, max);
+    }
+    wl_account(&wl, fx_emqd.port);
+    wl_deinit(&wl);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
+}
+
+/* Fairness across two daemons: claims taken alternately through either
+ * one rotate over the groups as one daemon's would, even with one group
+ * holding most of the backlog. */
+Test(rel_backend, rotation_is_shared_by_two_daemons)
+{
+    cr_assert_eq(emqd_start(&fx_second, fx_redis.port, NULL), 0);
+    cr_assert_eq(emqd_await_backend(&fx_second), 0);
+    struct tc_conn *a = fx_conn();
+    struct tc_conn *b = tc_connect(fx_second.port);
+    cr_assert_not_null(b);
+    static const struct {
+        const char *group;
+        int n;
+    } g[] = {{"TENbig", 40}, {"TENmid", 4}, {"TENone", 3}};
+    for (size_t k = 0; k < 3; k++)
+        for (int i = 0; i < g[k].n; i++) {
+            json_t *r = tc_call(i % 2 ? b : a,
+                                "{\"op\":\"enqueue\",\"queue\":\"fr\",\"group\":\"%s\","
+                                "\"payload\":%d}",
+                                g[k].group, i);
+            assert_ok(r);
+            json_decref(r);
+        }
+    /* Nine claims of one, alternating daemons: three full turns. */
+    const char *seen[9];
+    json_t *replies[9];
+    for (int i = 0; i < 9; i++) {
+        replies[i] = tc_call(i % 2 ? b : a, "{\"op\":\"claim\",\"queue\":\"fr\",\"count\":1}");
+        json_t *jobs = claim_jobs(replies[i]);
+        cr_assert_eq(json_array_size(jobs), 1);
+        seen[i] = jstr(json_array_get(jobs, 0), "group");
+    }
+    for (int t = 0; t < 3; t++)
+        for (int i = 0; i < 3; i++)
+            for (int j = i + 1; j < 3; j++)
+                cr_assert_str_neq(seen[3 * t + i], seen[3 * t + j], "turn %d served %s twice", t,
+                                  seen[3 * t + i]);
+    for (int i = 0; i < 9; i++)
+        json_decref(replies[i]);
+    tc_close(a);
+    tc_close(b);
+    cr_assert_eq(emqd_stop(&fx_second), 0, "emqd #2 did not exit cleanly");
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
+}
