@@ -66,7 +66,13 @@ void client_send(struct client *c, const char *data, size_t len)
 {
     if (c->closing)
         return;
-    if (c->out.len + c->wbuf.len + len > c->srv->cfg->max_output) {
+    /* The cap is on output the client has not taken yet. One line into an
+     * empty buffer is always accepted, however long: a client that keeps
+     * up must get a reply larger than the cap (a claim of many large jobs)
+     * rather than be dropped for it. Memory per connection stays bounded
+     * by max_output plus one line. */
+    size_t pending = c->out.len + c->wbuf.len;
+    if (pending > 0 && pending + len > c->srv->cfg->max_output) {
         log_event(LOG_WARN, "output buffer full (not reading?): disconnecting",
                   "client=%s max_output=%zu", c->addr, c->srv->cfg->max_output);
         client_close(c, "output buffer full");
