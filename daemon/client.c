@@ -102,6 +102,7 @@ static void drain_replies(struct client *c)
         c->head = r->next;
         if (c->head == NULL)
             c->tail = NULL;
+        c->queued_bytes -= r->reply_len;
         client_send(c, r->reply, r->reply_len);
         bool quit = c->quit && c->head == NULL;
         /* A stream starts pushing only once its own reply is out, so a
@@ -142,7 +143,22 @@ void req_ok_line(struct req *r, struct outbuf *line)
     r->reply = line->data;
     r->reply_len = line->len;
     line->data = NULL;
+    /* The reply is all that is left to send: drop the parsed request (a
+     * payload, maybe) now rather than when an earlier reply, perhaps a
+     * claim parked for an hour, lets this one out. */
+    json_decref(r->root);
+    json_decref(r->acc);
+    r->root = r->acc = NULL;
+    r->ref = NULL;
+    c->queued_bytes += r->reply_len;
     drain_replies(c);
+    /* Replies queued behind a parked request count against the output
+     * cap too, so a client cannot pile them up without bound. */
+    if (!c->closing && c->queued_bytes > c->srv->cfg->max_output) {
+        log_event(LOG_WARN, "replies held behind an earlier request exceed max-output",
+                  "client=%s queued=%zu", c->addr, c->queued_bytes);
+        client_close(c, "replies held past max-output");
+    }
 }
 
 void req_ok(struct req *r, json_t *fields)
@@ -528,17 +544,11 @@ void client_close(struct client *c, const char *why)
         uv_read_stop(&c->h.stream);
     c->reading = false;
 
-    /* Parked consumers stop waiting; their claims are answered by nobody. */
-    while (c->waiters != NULL) {
-        struct waiter *w = c->waiters;
-        c->waiters = w->cnext;
-        queue_unpark(w);
-        waiter_free(w);
-    }
     release_held(c);
 
-    /* Requests still running finish into the void (see finish()); those
-     * already finished but waiting their turn are freed now. */
+    /* Requests still running finish into the void (req_ok_line sees
+     * closing); those already finished but waiting their turn are freed
+     * now. */
     struct req *r = c->head;
     c->head = c->tail = NULL;
     while (r != NULL) {
@@ -547,6 +557,22 @@ void client_close(struct client *c, const char *why)
         if (r->done)
             req_free(r);
         r = next;
+    }
+
+    /* Parked consumers stop waiting. A parked claim's request would never
+     * finish on its own (its waiter is gone): finish it into the void, so
+     * it drops its reference on the client. */
+    while (c->waiters != NULL) {
+        struct waiter *w = c->waiters;
+        struct req *parked = w->stream ? NULL : w->req;
+        c->waiters = w->cnext;
+        queue_unpark(w);
+        waiter_free(w);
+        if (parked != NULL) {
+            struct outbuf none;
+            outbuf_init(&none);
+            req_ok_line(parked, &none);
+        }
     }
 
     if (c->prev != NULL)
@@ -644,13 +670,17 @@ void client_shutdown(struct client *c)
         uv_read_stop(&c->h.stream);
     c->reading = false;
     c->quit = true;
+    /* Answering a claim may close the client (past max-output), which
+     * frees every other waiter: after each claim, start again from the
+     * list's head rather than from a saved next. Stopped streams stay. */
     struct waiter *w = c->waiters;
-    while (w != NULL) {
-        struct waiter *next = w->cnext;
+    while (w != NULL && !c->closing) {
+        bool claim = !w->stream;
         queue_stop_waiter(w); /* a claim unlinks and frees itself */
-        w = next;
+        w = claim ? c->waiters : w->cnext;
     }
-    mark_dirty(c);
+    if (!c->closing)
+        mark_dirty(c);
 }
 
 /* Idle: no request for idle_timeout_ms, none unanswered, no lease held and

@@ -256,11 +256,17 @@ static void pump_cb(void *priv, int status, redisReply *reply)
     if (got > 0) /* reap on time if the workers let these run out */
         queue_due_in(q, lease_ms);
 
-    /* Parked claims that got anything are answered now. */
-    for (struct waiter *w = q->wait_head, *next; w != NULL; w = next) {
-        next = w->qnext;
-        if (!w->stream && w->njobs > 0)
+    /* Parked claims that got anything are answered now. An answer may
+     * close its client (past max-output), which frees that client's other
+     * waiters, so after each answer start again from the head instead of
+     * trusting a saved next. */
+    for (struct waiter *w = q->wait_head; w != NULL;) {
+        if (!w->stream && w->njobs > 0) {
             claim_answer(w);
+            w = q->wait_head;
+        } else {
+            w = w->qnext;
+        }
     }
     if (got == asked || q->again[flat]) {
         q->again[flat] = false;

@@ -161,6 +161,7 @@ struct client {
     int refs;                   /* requests and writes that still point here */
     struct req *head, *tail;
     size_t inflight;        /* requests not yet answered */
+    size_t queued_bytes;    /* replies done but waiting behind an earlier one */
     struct map held;        /* "queue job" -> struct lease, jobs leased to us */
     struct waiter *waiters; /* this client's parked claims and streams */
     int auth_failures;
