@@ -430,6 +430,25 @@ static int setup(struct bench *b)
     return 0;
 }
 
+/* Everything setup() and the run allocated (the loop is closed: every
+ * write callback has run). */
+static void teardown(struct bench *b)
+{
+    for (unsigned i = 0; i < b->nconns; i++) {
+        struct bench_conn *c = &b->conns[i];
+        free(c->in.data);
+        free(c->out.data);
+        free(c->fifo_t);
+        free(c->fifo_n);
+    }
+    free(b->conns);
+    free(b->pad);
+    free(b->light_last);
+    free(b->light_seen);
+    free(b->rtt.ns);
+    free(b->e2p.ns);
+}
+
 int main(int argc, char **argv)
 {
     struct bench b = {
@@ -492,5 +511,7 @@ int main(int argc, char **argv)
         report_json(&b, &r);
     else
         report_text(&b, &r);
-    return b.err[0] || b.timed_out ? 1 : 0;
+    int rc = b.err[0] || b.timed_out ? 1 : 0;
+    teardown(&b);
+    return rc;
 }
