@@ -68,21 +68,10 @@ Test(payload, containers_keep_their_order)
 Test(payload, random_strings_over_every_byte_class)
 {
     static const char *const atoms[] = {
-        "a",
-        " ",
-        "\\\"",
-        "\\\\",
-        "\\n",
-        "\\u0007",
-        "\\u001b",
-        "\\u007f",
-        "/",
-        "\xc3\xa9",
-        "\xe2\x82\xac",
-        "\xf0\x9f\x98\x80",
-        "\\u2028",
-        "~",
-        "\\ud800\\udc00",
+        "a",       " ",        "\\\"",           "\\\\",
+        "\\n",     "\\u0007",  "\\u001b",        "\\u007f",
+        "/",       "\xc3\xa9", "\xe2\x82\xac",   "\xf0\x9f\x98\x80",
+        "\\u2028", "~",        "\\ud800\\udc00",
     };
     unsigned seed = 12345;
     char text[4096];
