@@ -60,6 +60,16 @@ local function paused(g)
   return call('SISMEMBER', K_PAUSED, g) == 1
 end
 
+-- Put g on the ring, waking parked consumers only when the ring was empty.
+-- A consumer parks only after a claim that emptied the ring (a claim stops
+-- short of its count only then), and scripts run one at a time, so a lane
+-- joining a non-empty ring has no one to wake: the ring being non-empty
+-- means its first lane already woke them. With many one-job tenants this
+-- saves the LPUSH, LTRIM and PUBLISH (and a daemon-side pump) per job.
+local function ring_push(g)
+  if call('RPUSH', K_RING, g) == 1 then wake() end
+end
+
 -- The ring rule, evaluated from the store (O(1)).
 local function serviceable(g)
   if call('ZCARD', lane_key(g)) == 0 or paused(g) then return false end
@@ -75,8 +85,7 @@ local function reconcile(g)
   if on and not want then
     call('LREM', K_RING, 0, g)
   elseif want and not on then
-    call('RPUSH', K_RING, g)
-    wake()
+    ring_push(g)
   end
 end
 
@@ -96,10 +105,7 @@ local function to_backlog(id, g)
     call('SADD', K_GROUPS, g)
     if not paused(g) then
       local lim = glimit(g)
-      if lim == nil or gactive(g) < lim then
-        call('RPUSH', K_RING, g)
-        wake()
-      end
+      if lim == nil or gactive(g) < lim then ring_push(g) end
     end
   end
 end
@@ -113,8 +119,7 @@ local function release_permit(g)
   local lim = glimit(g)
   if lim ~= nil and act == lim - 1 and not paused(g)
      and call('ZCARD', lane_key(g)) > 0 then
-    call('RPUSH', K_RING, g)
-    wake()
+    ring_push(g)
   end
 end
 

@@ -207,3 +207,29 @@ LANE_TEST(ring, enqueue_and_claim_never_scan_the_ring)
     cr_assert_not_null(strstr(r->str, "cmdstat_lmove:"), "the stats did record the claims");
     freeReplyObject(r);
 }
+
+static long long wake_tokens(void)
+{
+    redisReply *r = redisCommand(fx_conn, "LLEN %s", fx_q.names[KEY_WAKE]);
+    long long n = r->integer;
+    freeReplyObject(r);
+    r = redisCommand(fx_conn, "DEL %s", fx_q.names[KEY_WAKE]);
+    freeReplyObject(r);
+    return n;
+}
+
+LANE_TEST(ring, only_a_lane_joining_an_empty_ring_wakes)
+{
+    enqueue_n("TENa", 1);
+    cr_assert_eq(wake_tokens(), 1, "the first serviceable lane wakes parked consumers");
+    enqueue_n("TENb", 1);
+    char ring[64];
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "TENa,TENb");
+    cr_assert_eq(wake_tokens(), 0, "a lane joining a non-empty ring has no one to wake");
+
+    struct leased j[3];
+    cr_assert_eq(fx_claim(3, 30000, j, NULL), 2, "a short claim empties the ring");
+    enqueue_n("TENc", 1);
+    cr_assert_eq(wake_tokens(), 1, "after it, the next lane wakes again");
+}

@@ -1,0 +1,194 @@
+// bullmq_bench.js: the BullMQ side of tests/bench/compare. It runs the same
+// workloads as emq-bench against BullMQ (Queue.addBulk + Worker) on the same
+// Redis and prints one JSON line with the same field names. BullMQ is
+// installed by `compare` into a temporary directory (NODE_PATH); nothing of
+// it is committed.
+//
+//   node bullmq_bench.js --port P --mode e2e|fair|latency [--jobs N]
+//     [--producers N] [--batch B] [--pipeline P] [--workers M]
+//     [--concurrency C] [--payload BYTES] [--fairness H,L,K] [--rate R]
+//     [--duration S]
+'use strict';
+
+const { Queue, Worker } = require('bullmq');
+
+function parseArgs(argv) {
+  const o = {
+    port: 6379, mode: 'e2e', jobs: 100000, producers: 4, batch: 100, pipeline: 2,
+    workers: 4, concurrency: 100, payload: 1024, fairness: '100000,100,10', rate: 500,
+    duration: 120,
+  };
+  for (let i = 2; i < argv.length; i += 2) {
+    const k = argv[i].replace(/^--/, '');
+    if (!(k in o) || i + 1 >= argv.length) throw new Error(`bad option ${argv[i]}`);
+    o[k] = typeof o[k] === 'number' ? Number(argv[i + 1]) : argv[i + 1];
+  }
+  return o;
+}
+
+const now = () => process.hrtime.bigint();
+
+function pct(sorted, p) {
+  if (sorted.length === 0) return 0;
+  const rank = Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length)));
+  return sorted[rank - 1];
+}
+
+function msList(ns) {
+  const s = Float64Array.from(ns).sort();
+  return [50, 99, 99.9].map((p) => Number((pct(s, p) / 1e6).toFixed(3)));
+}
+
+// The payload: the send time (monotonic ns, as in emq-bench) plus padding to
+// about the same JSON size.
+function makePayload(o, extra) {
+  return Object.assign({ t: now().toString(), p: 'x'.repeat(Math.max(1, o.payload - 40)) }, extra);
+}
+
+async function e2e(o, connection, name) {
+  const q = new Queue(name, { connection });
+  await q.waitUntilReady();
+  const res = { enqueued: 0, completed: 0, pushed: 0, rtt: [], e2p: [] };
+  let tEnqDone = 0n;
+  let tLast = 0n;
+  let done;
+  const allDone = new Promise((r) => { done = r; });
+  const onJob = async (job) => {
+    const t1 = now();
+    res.pushed++;
+    res.e2p.push(Number(t1 - BigInt(job.data.t)));
+  };
+  const t0 = now();
+  const workers = [];
+  for (let i = 0; i < o.workers; i++) {
+    const w = new Worker(name, onJob, {
+      connection, concurrency: o.concurrency, removeOnComplete: { count: 0 },
+    });
+    w.on('completed', () => {
+      res.completed++;
+      if (res.completed === o.jobs) { tLast = now(); done(); }
+    });
+    workers.push(w);
+  }
+  let sent = 0;
+  const producer = async () => {
+    while (sent < o.jobs) {
+      const n = Math.min(o.batch, o.jobs - sent);
+      sent += n;
+      const jobs = [];
+      for (let i = 0; i < n; i++) jobs.push({ name: 'j', data: makePayload(o) });
+      const ts = now();
+      await q.addBulk(jobs);
+      res.rtt.push(Number(now() - ts));
+      res.enqueued += n;
+    }
+  };
+  const prods = [];
+  for (let i = 0; i < o.producers * o.pipeline; i++) prods.push(producer());
+  await Promise.all(prods);
+  tEnqDone = now();
+  await allDone;
+  await Promise.all(workers.map((w) => w.close()));
+  await q.obliterate({ force: true });
+  await q.close();
+  const secs = (a, b) => Number(b - a) / 1e9;
+  return {
+    enqueue_rate: Math.round(res.enqueued / secs(t0, tEnqDone)),
+    e2e_rate: Math.round(res.completed / secs(t0, tLast)),
+    claim_rate: Math.round(res.pushed / secs(t0, tLast)),
+    enqueued: res.enqueued, completed: res.completed,
+    rtt_ms: msList(res.rtt), e2p_ms: msList(res.e2p),
+  };
+}
+
+async function fair(o, connection, name) {
+  const [heavy, light, lightJobs] = o.fairness.split(',').map(Number);
+  const q = new Queue(name, { connection });
+  await q.waitUntilReady();
+  const chunk = 1000;
+  for (let i = 0; i < heavy; i += chunk) {
+    const jobs = [];
+    for (let k = i; k < Math.min(heavy, i + chunk); k++) jobs.push({ name: 'h', data: { g: -1 } });
+    await q.addBulk(jobs);
+  }
+  for (let g = 0; g < light; g++) {
+    const jobs = [];
+    for (let k = 0; k < lightJobs; k++) jobs.push({ name: 'l', data: { g } });
+    await q.addBulk(jobs);
+  }
+  const last = new Array(light).fill(0);
+  const seen = new Array(light).fill(0);
+  let delivered = 0;
+  let lightDone = 0;
+  let done;
+  const allDone = new Promise((r) => { done = r; });
+  const w = new Worker(name, async (job) => {
+    delivered++;
+    const g = job.data.g;
+    if (g >= 0) {
+      last[g] = delivered;
+      if (++seen[g] === lightJobs && ++lightDone === light) done();
+    }
+  }, { connection, concurrency: o.concurrency, removeOnComplete: { count: 0 } });
+  await allDone;
+  await w.close();
+  await q.obliterate({ force: true });
+  await q.close();
+  last.sort((a, b) => a - b);
+  return {
+    fair_heavy: heavy, fair_light: light, fair_light_jobs: lightJobs, fair_light_done: lightDone,
+    fair_last_max: last[light - 1], fair_last_p50: last[Math.floor(light / 2)],
+  };
+}
+
+async function latency(o, connection, name) {
+  const q = new Queue(name, { connection });
+  await q.waitUntilReady();
+  const e2p = [];
+  const rtt = [];
+  let completed = 0;
+  let done;
+  const allDone = new Promise((r) => { done = r; });
+  const w = new Worker(name, async (job) => { e2p.push(Number(now() - BigInt(job.data.t))); },
+    { connection, concurrency: o.concurrency, removeOnComplete: { count: 0 } });
+  w.on('completed', () => { if (++completed === o.jobs) done(); });
+  await w.waitUntilReady();
+  let sent = 0;
+  await new Promise((resolve) => {
+    const iv = setInterval(async () => {
+      if (sent >= o.jobs) { clearInterval(iv); resolve(); return; }
+      sent++;
+      const ts = now();
+      await q.add('j', makePayload(o));
+      rtt.push(Number(now() - ts));
+    }, Math.max(1, Math.round(1000 / o.rate)));
+  });
+  await allDone;
+  await w.close();
+  await q.obliterate({ force: true });
+  await q.close();
+  return { completed, rtt_ms: msList(rtt), e2p_ms: msList(e2p) };
+}
+
+async function main() {
+  const o = parseArgs(process.argv);
+  const connection = { host: '127.0.0.1', port: o.port, maxRetriesPerRequest: null };
+  const name = `bench${process.pid}`;
+  const timer = setTimeout(() => {
+    process.stdout.write(JSON.stringify({ timed_out: true, error: 'timed out' }) + '\n');
+    process.exit(1);
+  }, o.duration * 1000);
+  const modes = { e2e, fair, latency };
+  if (!modes[o.mode]) throw new Error(`bad mode ${o.mode}`);
+  const r = await modes[o.mode](o, connection, name);
+  clearTimeout(timer);
+  r.timed_out = false;
+  r.error = '';
+  process.stdout.write(JSON.stringify(r) + '\n');
+  process.exit(0);
+}
+
+main().catch((e) => {
+  process.stdout.write(JSON.stringify({ error: String(e && e.message ? e.message : e) }) + '\n');
+  process.exit(1);
+});
