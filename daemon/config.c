@@ -190,15 +190,20 @@ void config_deinit(struct config *c)
     }
 }
 
+/* A string setting's text, as the config file would spell it. */
+static const char *string_text(const struct config *c, const struct config_key *k)
+{
+    const char *s = *(char *const *)field(c, k);
+    return s != NULL ? s : (k->flags & CONFIG_NONE) ? "none" : "";
+}
+
 const char *config_format(const struct config *c, const struct config_key *k, char *buf, size_t cap)
 {
     const void *f = field(c, k);
     switch (k->type) {
-    case CONFIG_STRING: {
-        const char *s = *(char *const *)f;
-        snprintf(buf, cap, "%s", s != NULL ? s : (k->flags & CONFIG_NONE) ? "none" : "");
+    case CONFIG_STRING:
+        snprintf(buf, cap, "%s", string_text(c, k));
         break;
-    }
     case CONFIG_SIZE:
         snprintf(buf, cap, "%zu", *(const size_t *)f);
         break;
@@ -218,15 +223,22 @@ const char *config_format(const struct config *c, const struct config_key *k, ch
     return buf;
 }
 
+/* Strings are compared and copied whole, not through a formatting
+ * buffer: a long token must not be cut short (and a change past the
+ * buffer's end must not go unseen) on reload. */
 bool config_equal(const struct config *a, const struct config *b, const struct config_key *k)
 {
-    char x[1024], y[1024];
+    if (k->type == CONFIG_STRING)
+        return strcmp(string_text(a, k), string_text(b, k)) == 0;
+    char x[64], y[64];
     return strcmp(config_format(a, k, x, sizeof(x)), config_format(b, k, y, sizeof(y))) == 0;
 }
 
 int config_copy(struct config *dst, const struct config *src, const struct config_key *k)
 {
-    char buf[4096];
+    if (k->type == CONFIG_STRING)
+        return config_set(dst, k, string_text(src, k));
+    char buf[64];
     return config_set(dst, k, config_format(src, k, buf, sizeof(buf)));
 }
 

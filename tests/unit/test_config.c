@@ -179,3 +179,30 @@ Test(config, loopback)
     cr_assert_not(config_loopback("10.1.2.3:7711"));
     cr_assert_not(config_loopback("[::]:7711"));
 }
+
+/* A reload compares and copies string settings whole: two 5000-byte
+ * tokens that differ only in their last byte are different, and the copy
+ * is the whole token. */
+Test(config, long_strings_compare_and_copy_whole)
+{
+    const struct config_key *k = config_key_find("token", strlen("token"));
+    cr_assert_not_null(k);
+    char *t = malloc(5001);
+    cr_assert_not_null(t);
+    memset(t, 'a', 5000);
+    t[5000] = '\0';
+    struct config a, b;
+    config_defaults(&a);
+    config_defaults(&b);
+    t[4999] = 'B';
+    cr_assert_eq(config_set(&a, k, t), 0);
+    t[4999] = 'C';
+    cr_assert_eq(config_set(&b, k, t), 0);
+    cr_assert_not(config_equal(&a, &b, k), "the last byte differs");
+    cr_assert_eq(config_copy(&a, &b, k), 0);
+    cr_assert(config_equal(&a, &b, k));
+    cr_assert_str_eq(a.token, t);
+    config_deinit(&a);
+    config_deinit(&b);
+    free(t);
+}
