@@ -403,9 +403,26 @@ static void flush_one(struct client *c)
     struct outbuf t = c->wbuf;
     c->wbuf = c->out;
     c->out = t;
-    uv_buf_t b = uv_buf_init(c->wbuf.data, (unsigned)c->wbuf.len);
+    /* A uv_buf_t holds at most 4 GiB (an unsigned length): an output that
+     * large (a huge claim reply under raised limits) goes as several
+     * buffers of 1 GiB, never truncated. uv_write copies the array. */
+    const size_t chunk = (size_t)1 << 30;
+    size_t nb = c->wbuf.len / chunk + (c->wbuf.len % chunk != 0);
+    uv_buf_t one, *bufs = nb <= 1 ? &one : malloc(nb * sizeof(*bufs));
+    if (bufs == NULL) {
+        outbuf_reset(&c->wbuf);
+        client_close(c, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < nb; i++) {
+        size_t off = i * chunk, n = c->wbuf.len - off < chunk ? c->wbuf.len - off : chunk;
+        bufs[i] = uv_buf_init(c->wbuf.data + off, (unsigned)n);
+    }
     c->write_req.data = c;
-    if (uv_write(&c->write_req, &c->h.stream, &b, 1, write_cb) != 0) {
+    int rc = uv_write(&c->write_req, &c->h.stream, bufs, (unsigned)nb, write_cb);
+    if (bufs != &one)
+        free(bufs);
+    if (rc != 0) {
         outbuf_reset(&c->wbuf);
         client_close(c, "write failed");
         return;

@@ -151,6 +151,8 @@ static int on_url(http_parser *p, const char *at, size_t len)
 static int on_message_complete(http_parser *p)
 {
     struct http_conn *c = p->data;
+    if (c->complete)
+        return 0; /* a request pipelined behind the first: ignored */
     if (c->url_too_long) {
         c->complete = true;
         respond_text(c, 413, "URL too long\n");
@@ -203,6 +205,23 @@ static void timeout_cb(uv_timer_t *t)
     conn_close(t->data);
 }
 
+/* At the connection cap, make room by closing the oldest connection that
+ * has not finished sending its request: a scraper sends its request at
+ * once, so only a slow or idle client (slowloris) is ever dropped, and
+ * holding 64 half-sent requests no longer locks scrapes out. The list is
+ * newest first, so the last match is the oldest. */
+static bool evict_one(struct http_server *h)
+{
+    struct http_conn *oldest = NULL;
+    for (struct http_conn *c = h->conns; c != NULL; c = c->next)
+        if (!c->complete && !c->closing)
+            oldest = c;
+    if (oldest == NULL)
+        return false;
+    conn_close(oldest);
+    return true;
+}
+
 static void accept_cb(uv_stream_t *listener, int status)
 {
     struct http_server *h = listener->data;
@@ -224,7 +243,11 @@ static void accept_cb(uv_stream_t *listener, int status)
         h->conns->pprev = &c->next;
     h->conns = c;
     h->nconns++;
-    if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0 || h->nconns > HTTP_CONNS_MAX) {
+    if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0) {
+        conn_close(c);
+        return;
+    }
+    if (h->nconns > HTTP_CONNS_MAX && !evict_one(h)) {
         conn_close(c);
         return;
     }

@@ -468,3 +468,54 @@ Test(operate, sd_notify_ready_then_stopping)
     close(fd);
     unlink(path);
 }
+
+/* The metrics endpoint against abuse: 70 connections holding half-sent
+ * requests (more than its 64 slots) do not lock a scrape out (the oldest
+ * half-sent one is dropped), and requests pipelined on one connection get
+ * exactly one answer. */
+Test(operate, metrics_endpoint_survives_slow_and_pipelining_clients)
+{
+    static char resp[1 << 20];
+    char addr[64];
+    int mport = test_free_port();
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", mport);
+    const char *const extra[] = {"--metrics", addr, NULL};
+    fx_start(extra);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)mport)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+
+    int slow[70];
+    for (int i = 0; i < 70; i++) {
+        slow[i] = socket(AF_INET, SOCK_STREAM, 0);
+        cr_assert_eq(connect(slow[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
+        cr_assert_eq(write(slow[i], "GET /metr", 9), 9);
+    }
+    tc_sleep_ms(100);
+    http_get(mport, "/metrics", resp, sizeof(resp));
+    cr_assert(strncmp(resp, "HTTP/1.1 200", 12) == 0, "a scrape behind 70 slow clients: %.100s",
+              resp);
+
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    char req[512] = "";
+    for (int i = 0; i < 5; i++)
+        strcat(req, "GET /metrics? HTTP/1.1\r\nHost: x\r\n\r\n");
+    cr_assert_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+    size_t len = 0;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    while (len + 1 < sizeof(resp) && poll(&pfd, 1, 5000) == 1) {
+        ssize_t r = read(fd, resp + len, sizeof(resp) - 1 - len);
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+    }
+    resp[len] = '\0';
+    close(fd);
+    int answers = 0;
+    for (const char *p = resp; (p = strstr(p, "HTTP/1.1 ")) != NULL; p++)
+        answers++;
+    cr_assert_eq(answers, 1, "five pipelined requests, one answer: %.200s", resp);
+    cr_assert(strncmp(resp, "HTTP/1.1 200", 12) == 0, "%.100s", resp);
+    for (int i = 0; i < 70; i++)
+        close(slow[i]);
+}
