@@ -119,6 +119,7 @@ struct emqd {
     struct args args;
     struct config cfg;
     uv_signal_t sighup;
+    bool ready; /* READY=1 was sent: a reload may say RELOADING / READY */
     char url[1024];
 };
 
@@ -185,7 +186,13 @@ static void sighup_cb(uv_signal_t *h, int sig)
     char err[512], q[600];
     size_t changed = 0;
     (void)sig;
-    sd_notify(0, "RELOADING=1");
+    if (d->srv.stopping) {
+        log_info("SIGHUP while stopping: not reloading");
+        return;
+    }
+    /* Before clients are let in, systemd must not hear READY=1 from here. */
+    if (d->ready)
+        sd_notify(0, "RELOADING=1");
     /* A small local file read once per operator's SIGHUP: the one disk
      * read after start-up, accepted for the sake of live reload. */
     if (build_config(&d->args, &next, err, sizeof(err)) != 0) {
@@ -201,7 +208,8 @@ static void sighup_cb(uv_signal_t *h, int sig)
         log_event(LOG_INFO, "reloaded", "changed=%zu", changed);
     }
     config_deinit(&next);
-    sd_notify(0, "READY=1");
+    if (d->ready)
+        sd_notify(0, "READY=1");
 }
 
 static void sup_fail_cb(void *priv, int err)
@@ -222,6 +230,7 @@ static void ready_cb(struct server *s)
         stop(d);
         return;
     }
+    d->ready = true;
     sd_notify(0, "READY=1\nSTATUS=accepting clients");
 }
 
@@ -229,6 +238,13 @@ static void ready_cb(struct server *s)
  * allow-insecure is needed. Says which at start either way. */
 static int check_exposure(const struct config *c)
 {
+    /* The metrics endpoint has no authentication: its labels name queues
+     * and groups (tenants). Beyond loopback, say so. */
+    if (c->metrics != NULL && !config_loopback(c->metrics))
+        log_event(LOG_WARN,
+                  "metrics endpoint beyond loopback: it is unauthenticated and names queues and "
+                  "groups",
+                  "metrics=%s", c->metrics);
     if (c->token != NULL)
         return 0;
     if (config_loopback(c->listen)) {
@@ -303,6 +319,9 @@ int main(int argc, char **argv)
     if (check_exposure(&d.cfg) != 0)
         return 2;
     signal(SIGPIPE, SIG_IGN);
+    /* Until the loop's handler is installed (after the embedded backend
+     * is up, which may take seconds), a SIGHUP must not kill emqd. */
+    signal(SIGHUP, SIG_IGN);
     if ((rc = setup_backend(&d, loop, &pc)) != 0)
         return rc;
     pc.size = d.cfg.pool_size;

@@ -519,3 +519,48 @@ Test(operate, metrics_endpoint_survives_slow_and_pipelining_clients)
     for (int i = 0; i < 70; i++)
         close(slow[i]);
 }
+
+/* A SIGHUP that arrives before clients are let in (the backend not
+ * answering yet) neither kills emqd nor tells systemd READY=1 early;
+ * READY=1 comes once the backend answers. */
+Test(operate, sighup_before_ready_neither_kills_nor_says_ready)
+{
+    char path[108], buf[512], redis[64], listen[64];
+    snprintf(path, sizeof(path), "/tmp/emq-notify-early-%d.sock", (int)getpid());
+    unlink(path);
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    strcpy(sa.sun_path, path);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(redis_server_start(&fx_redis, NULL), 0);
+    cr_assert_eq(kill(fx_redis.pid, SIGSTOP), 0, "a backend that does not answer");
+    fx_emqd.port = test_free_port();
+    snprintf(redis, sizeof(redis), "redis://127.0.0.1:%d", fx_redis.port);
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", fx_emqd.port);
+    fx_emqd.pid = fork();
+    cr_assert_geq(fx_emqd.pid, 0);
+    if (fx_emqd.pid == 0) {
+        setenv("NOTIFY_SOCKET", path, 1);
+        execl(getenv("EMQD"), "emqd", "--redis", redis, "--listen", listen, (char *)NULL);
+        _exit(127);
+    }
+    tc_sleep_ms(500);
+    kill(fx_emqd.pid, SIGHUP);
+    tc_sleep_ms(300);
+    bool alive = waitpid(fx_emqd.pid, NULL, WNOHANG) == 0;
+    bool early = false;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    while (poll(&pfd, 1, 0) == 1) {
+        ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
+        buf[n > 0 ? n : 0] = '\0';
+        early = early || strstr(buf, "READY=1") != NULL;
+    }
+    /* Let redis go before any assertion, so the teardown can stop it. */
+    cr_assert_eq(kill(fx_redis.pid, SIGCONT), 0);
+    cr_assert(alive, "emqd died of an early SIGHUP");
+    cr_assert_not(early, "READY=1 before the backend answered");
+    cr_assert(read_notify(fd, buf, sizeof(buf), "READY=1"), "READY=1 once the backend answers");
+    cr_assert_eq(emqd_stop(&fx_emqd), 0);
+    close(fd);
+    unlink(path);
+}
