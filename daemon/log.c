@@ -45,7 +45,8 @@ static void emit(enum log_level level, const char *msg, const char *fields)
 }
 
 /* Format fmt; the text is the message (msg NULL) or the fields after msg. */
-static void vlog(enum log_level level, const char *msg, const char *fmt, va_list ap)
+__attribute__((format(printf, 3, 0))) static void vlog(enum log_level level, const char *msg,
+                                                       const char *fmt, va_list ap)
 {
     char text[1024];
     vsnprintf(text, sizeof(text), fmt, ap);
