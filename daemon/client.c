@@ -541,7 +541,7 @@ static void release_held(struct client *c)
         struct queue *q = map_get(&c->srv->queues, name, strlen(name));
         log_event(LOG_INFO, "connection closed holding jobs: released",
                   "client=%s queue=%s jobs=%zu", c->addr, name, json_array_size(pairs) / 2);
-        queue_release(q, json_incref(pairs), "connection closed");
+        queue_release(q, json_incref(pairs), "connection closed", true);
     }
     json_decref(byq);
 }

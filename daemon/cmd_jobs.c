@@ -317,12 +317,13 @@ static void claim_cb(void *priv, int status, redisReply *reply)
     long long deadline = reply->element[0]->integer;
     size_t got = (reply->elements - 1) / 5;
     if (c->closing) {
-        /* The worker left while we claimed: give the jobs straight back. */
+        /* The worker left while we claimed: give the jobs straight back,
+         * with their attempt (nobody saw them). */
         json_t *pairs = NULL;
         for (size_t i = 0; i < got; i++)
             pairs = queue_pair_add(pairs, reply->element + 1 + 5 * i);
         if (pairs != NULL)
-            queue_release(r->q, pairs, "connection closed");
+            queue_release(r->q, pairs, "connection closed", false);
         req_ok(r, NULL);
         return;
     }
@@ -503,9 +504,9 @@ static const struct arg_spec release_spec[] = {
 static void cmd_release(struct req *r)
 {
     const char *why = request_string(r->root, "error", NULL);
-    const char *argv[] = {why ? why : "released by the worker", cmd_str(r, "job"),
+    const char *argv[] = {why ? why : "released by the worker", "delivered", cmd_str(r, "job"),
                           cmd_str(r, "lease")};
-    cmd_script(r, SCRIPT_RELEASE, 3, argv, state_cb);
+    cmd_script(r, SCRIPT_RELEASE, 4, argv, state_cb);
 }
 
 static const struct arg_spec extend_spec[] = {

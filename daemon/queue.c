@@ -252,7 +252,7 @@ static void pump_cb(void *priv, int status, redisReply *reply)
             link_tail(q, w); /* answered below */
     }
     if (orphans != NULL)
-        queue_release(q, orphans, "consumer gone");
+        queue_release(q, orphans, "consumer gone", false);
     if (got > 0) /* reap on time if the workers let these run out */
         queue_due_in(q, lease_ms);
 
@@ -519,28 +519,29 @@ static void release_cb(void *priv, int status, redisReply *reply)
     json_t *ctx = priv;
     if (status != 0 || reply == NULL || reply->type != REDIS_REPLY_ARRAY)
         log_warn("release of %zu leases failed (%s): they come back when they expire",
-                 (json_array_size(ctx) - 1) / 2,
+                 (json_array_size(ctx) - 2) / 2,
                  reply && reply->type == REDIS_REPLY_ERROR ? reply->str : "backend unavailable");
     json_decref(ctx);
 }
 
-void queue_release(struct queue *q, json_t *pairs, const char *reason)
+void queue_release(struct queue *q, json_t *pairs, const char *reason, bool delivered)
 {
     size_t n = json_array_size(pairs);
     if (n == 0) {
         json_decref(pairs);
         return;
     }
+    json_array_insert_new(pairs, 0, json_string(delivered ? "delivered" : "undelivered"));
     json_array_insert_new(pairs, 0, json_string(reason));
-    const char **argv = malloc((n + 1) * sizeof(*argv));
+    const char **argv = malloc((n + 2) * sizeof(*argv));
     if (argv == NULL) {
         json_decref(pairs);
         return;
     }
-    for (size_t i = 0; i <= n; i++)
+    for (size_t i = 0; i < n + 2; i++)
         argv[i] = json_string_value(json_array_get(pairs, i));
     q->srv->count.released += n / 2;
-    if (queue_script(q, SCRIPT_RELEASE, (int)(n + 1), argv, release_cb, pairs) != 0)
+    if (queue_script(q, SCRIPT_RELEASE, (int)(n + 2), argv, release_cb, pairs) != 0)
         release_cb(pairs, -1, NULL);
     free(argv);
 }

@@ -261,8 +261,10 @@ void queue_due_in(struct queue *q, uint64_t ms);
 void queue_complete(struct queue *q, struct req *r);
 void queue_flush_all(struct server *s);
 /* Give leases back at once (a client closed): pairs is an array of strings
- * job, lease, ... (stolen). */
-void queue_release(struct queue *q, json_t *pairs, const char *reason);
+ * job, lease, ... (stolen). delivered false: the jobs never reached anyone
+ * (their consumer went away while the claim was in flight), so their
+ * attempt is given back and no error recorded. */
+void queue_release(struct queue *q, json_t *pairs, const char *reason, bool delivered);
 
 /* The leased-job view of a claim reply's five fields (strings borrowed
  * from the reply), for the encoders in reply.h. */

@@ -43,7 +43,7 @@ LANE_TEST(lease, a_reaped_jobs_old_lease_token_is_refused)
     cr_assert_str_eq(code, "ELEASE");
     fx_error(code, sizeof(code), SCRIPT_EXTEND, "JOB1", first.lease, "1000", NULL);
     cr_assert_str_eq(code, "ELEASE");
-    r = lanes_call(fx_conn, &fx_q, SCRIPT_RELEASE, "bye", "JOB1", first.lease, NULL);
+    r = lanes_call(fx_conn, &fx_q, SCRIPT_RELEASE, "bye", "delivered", "JOB1", first.lease, NULL);
     cr_assert_str_eq(r->element[0]->str, "ELEASE");
     freeReplyObject(r);
 
@@ -229,8 +229,8 @@ LANE_TEST(lease, release_returns_jobs_at_once_with_the_attempt_counted)
     char ring[64];
     fx_ring(ring, sizeof(ring));
     cr_assert_str_eq(ring, "");
-    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_RELEASE, "connection closed", j[0].job,
-                               j[0].lease, j[1].job, j[1].lease, NULL);
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_RELEASE, "connection closed", "delivered",
+                               j[0].job, j[0].lease, j[1].job, j[1].lease, NULL);
     cr_assert_eq(r->elements, 2);
     cr_assert_str_eq(r->element[0]->str, "dead", "JOB1 had max_attempts 1");
     cr_assert_str_eq(r->element[1]->str, "pending");
@@ -313,4 +313,29 @@ LANE_TEST(lease, bad_arguments_are_refused)
     cr_assert_str_eq(code, "ENOJOB");
     fx_error(code, sizeof(code), SCRIPT_COMPLETE, "1000", "JOB1", NULL);
     cr_assert_str_eq(code, "EARG");
+}
+
+/* A lease nobody received (its consumer left while the claim was in
+ * flight) goes back with its attempt given back and no error recorded;
+ * an unknown mode is refused. */
+LANE_TEST(lease, undelivered_release_gives_the_attempt_back)
+{
+    cr_assert_eq(fx_enqueue_delayed("JOB1", "TENa", 0, 1), 1);
+    struct leased j;
+    cr_assert_eq(fx_claim(1, 30000, &j, NULL), 1);
+    cr_assert_eq(j.attempt, 1);
+    char code[64];
+    fx_error(code, sizeof(code), SCRIPT_RELEASE, "gone", "maybe", "JOB1", j.lease, NULL);
+    cr_assert_str_eq(code, "EARG");
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_RELEASE, "consumer gone", "undelivered",
+                               "JOB1", j.lease, NULL);
+    cr_assert_eq(r->elements, 1);
+    cr_assert_str_eq(r->element[0]->str, "pending", "max_attempts 1, yet not dead");
+    freeReplyObject(r);
+    char err[64];
+    fx_row("JOB1", "error", err, sizeof(err));
+    cr_assert_str_eq(err, "", "no error recorded");
+    struct leased again;
+    cr_assert_eq(fx_claim(1, 30000, &again, NULL), 1);
+    cr_assert_eq(again.attempt, 1, "the attempt was given back");
 }
