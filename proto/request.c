@@ -45,22 +45,34 @@ static void shown_name(char *dst, const char *name)
     dst[n] = '\0';
 }
 
+/* Where the string whose content starts at i ends: the first quote not
+ * after a backslash (len when there is none). Runs of other bytes, most
+ * of a payload, are skipped four at a time. */
+static size_t string_end(const unsigned char *s, size_t len, size_t i)
+{
+    static const bool stop[256] = {['"'] = true, ['\\'] = true};
+
+    for (;;) {
+        while (i + 4 <= len && !stop[s[i]] && !stop[s[i + 1]] && !stop[s[i + 2]] && !stop[s[i + 3]])
+            i += 4;
+        while (i < len && !stop[s[i]])
+            i++;
+        if (i >= len || s[i] == '"')
+            return i < len ? i : len;
+        i += 2; /* the backslash and the byte it escapes */
+    }
+}
+
 /* True when the JSON text nests arrays and objects deeper than the limit.
  * Checked before parsing, so a hostile line never builds a deep tree. */
 static bool too_deep(const char *s, size_t len)
 {
-    bool in_string = false;
     int depth = 0;
 
     for (size_t i = 0; i < len; i++) {
         char c = s[i];
-        if (in_string) {
-            if (c == '\\')
-                i++;
-            else if (c == '"')
-                in_string = false;
-        } else if (c == '"') {
-            in_string = true;
+        if (c == '"') {
+            i = string_end((const unsigned char *)s, len, i + 1);
         } else if (c == '{' || c == '[') {
             if (++depth > REQUEST_DEPTH_MAX)
                 return true;
