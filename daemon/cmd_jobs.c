@@ -149,21 +149,30 @@ static int enqueue_item(struct req *r, json_t *item, const char *dflt_group, poo
     const char *group = request_string(item, "group", NULL);
     if (group == NULL)
         group = dflt_group;
-    struct outbuf text; /* NUL-terminated: the script argument */
+    /* The payload's text: as received when request_parse found it already
+     * compact (NUL-terminated, borrowed from the request), else written
+     * from the tree into text (NUL-terminated, owned). */
+    const json_t *payload = json_object_get(item, "payload");
+    struct outbuf text;
     outbuf_init(&text);
-    if (cmd_payload_text(&text, json_object_get(item, "payload")) != 0 ||
-        outbuf_append(&text, "", 1) != 0) {
-        outbuf_deinit(&text);
-        return -ENOMEM;
+    size_t len;
+    const char *data = request_payload_text(payload, &len);
+    if (data == NULL) {
+        if (cmd_payload_text(&text, payload) != 0 || outbuf_append(&text, "", 1) != 0) {
+            outbuf_deinit(&text);
+            return -ENOMEM;
+        }
+        data = text.data;
+        len = text.len - 1;
     }
-    if (text.len - 1 > s->cfg->max_payload) {
+    if (len > s->cfg->max_payload) {
         outbuf_deinit(&text);
         return -E2BIG;
     }
     char delay[24], max[24];
     cmd_num(delay, sizeof(delay), request_int(item, "delay_ms", 0));
     cmd_num(max, sizeof(max), request_int(item, "max_attempts", s->cfg->max_attempts));
-    const char *argv[] = {job, group, text.data, delay, max};
+    const char *argv[] = {job, group, data, delay, max};
     int rc = queue_script(r->q, SCRIPT_ENQUEUE, 5, argv, cb, priv);
     outbuf_deinit(&text);
     return rc;

@@ -3,9 +3,11 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "brand.h"
+#include "scan.h"
 
 #define ARG_ID_FLAGS (ARG_QUEUE | ARG_GROUP | ARG_JOB)
 #define ARG_FLAGS    (ARG_REQUIRED | ARG_ID_FLAGS)
@@ -43,22 +45,34 @@ static void shown_name(char *dst, const char *name)
     dst[n] = '\0';
 }
 
+/* Where the string whose content starts at i ends: the first quote not
+ * after a backslash (len when there is none). Runs of other bytes, most
+ * of a payload, are skipped four at a time. */
+static size_t string_end(const unsigned char *s, size_t len, size_t i)
+{
+    static const bool stop[256] = {['"'] = true, ['\\'] = true};
+
+    for (;;) {
+        while (i + 4 <= len && !stop[s[i]] && !stop[s[i + 1]] && !stop[s[i + 2]] && !stop[s[i + 3]])
+            i += 4;
+        while (i < len && !stop[s[i]])
+            i++;
+        if (i >= len || s[i] == '"')
+            return i < len ? i : len;
+        i += 2; /* the backslash and the byte it escapes */
+    }
+}
+
 /* True when the JSON text nests arrays and objects deeper than the limit.
  * Checked before parsing, so a hostile line never builds a deep tree. */
 static bool too_deep(const char *s, size_t len)
 {
-    bool in_string = false;
     int depth = 0;
 
     for (size_t i = 0; i < len; i++) {
         char c = s[i];
-        if (in_string) {
-            if (c == '\\')
-                i++;
-            else if (c == '"')
-                in_string = false;
-        } else if (c == '"') {
-            in_string = true;
+        if (c == '"') {
+            i = string_end((const unsigned char *)s, len, i + 1);
         } else if (c == '{' || c == '[') {
             if (++depth > REQUEST_DEPTH_MAX)
                 return true;
@@ -95,18 +109,11 @@ static int parse_fail(struct request_error *err, const json_error_t *jerr)
     return fail(err, WIRE_EPROTO, "invalid JSON: %s", text);
 }
 
-int request_parse(struct request *req, const char *line, size_t len, struct request_error *err)
+/* The checks on a parsed line's tree that do not depend on its payloads. */
+static int check_root(struct request *req, struct request_error *err)
 {
-    json_error_t jerr;
     json_t *op, *ref;
 
-    memset(req, 0, sizeof(*req));
-    if (too_deep(line, len))
-        return fail(err, WIRE_EPROTO, "request nests deeper than %d levels", REQUEST_DEPTH_MAX);
-    /* No JSON_DISABLE_EOF_CHECK: bytes after the value are an error. */
-    req->root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
-    if (req->root == NULL)
-        return parse_fail(err, &jerr);
     if (!json_is_object(req->root))
         return fail(err, WIRE_EPROTO, "request must be a JSON object");
     ref = json_object_get(req->root, "ref");
@@ -123,6 +130,143 @@ int request_parse(struct request *req, const char *line, size_t len, struct requ
     req->op = json_string_value(op);
     req->op_len = json_string_length(op);
     return 0;
+}
+
+/* jansson's parse of a line that is not too deep. */
+static int parse_plain(struct request *req, const char *line, size_t len, struct request_error *err)
+{
+    json_error_t jerr;
+
+    memset(req, 0, sizeof(*req));
+    /* No JSON_DISABLE_EOF_CHECK: bytes after the value are an error. */
+    req->root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+    if (req->root == NULL)
+        return parse_fail(err, &jerr);
+    return check_root(req, err);
+}
+
+int request_parse_plain(struct request *req, const char *line, size_t len,
+                        struct request_error *err)
+{
+    memset(req, 0, sizeof(*req));
+    if (too_deep(line, len))
+        return fail(err, WIRE_EPROTO, "request nests deeper than %d levels", REQUEST_DEPTH_MAX);
+    return parse_plain(req, line, len, err);
+}
+
+/* parse_fast's answer when the line is to be parsed the plain way. */
+#define PARSE_PLAIN (-1)
+
+/* The payload marker: the payload's text behind a NUL byte. No string
+ * from the wire starts with NUL ("\u0000" is refused), so the marker
+ * cannot be mistaken for a payload that is a string. */
+static json_t *payload_marker(const char *text, size_t len, char **scratch, size_t *cap)
+{
+    if (len + 1 > *cap) {
+        char *p = realloc(*scratch, len + 1);
+        if (p == NULL)
+            return NULL;
+        *scratch = p;
+        *cap = len + 1;
+    }
+    (*scratch)[0] = '\0';
+    memcpy(*scratch + 1, text, len);
+    /* The text was checked as UTF-8 by the scanner. */
+    return json_stringn_nocheck(*scratch, len + 1);
+}
+
+/* Put each span's marker where the placeholder parsed. False when a
+ * placeholder is not where the scanner said (then the line is parsed
+ * again the plain way) or out of memory. */
+static bool put_markers(json_t *root, const char *line, const struct scan *sc)
+{
+    json_t *jobs = json_object_get(root, "jobs");
+    char *scratch = NULL;
+    size_t cap = 0;
+    bool ok = true;
+
+    for (size_t i = 0; i < sc->n && ok; i++) {
+        const struct scan_span *sp = &sc->spans[i];
+        json_t *obj = sp->item == SCAN_TOP ? root : json_array_get(jobs, sp->item);
+        json_t *old = json_object_get(obj, "payload");
+        json_t *m;
+        ok = json_is_integer(old) && json_integer_value(old) == 0 &&
+             (m = payload_marker(line + sp->off, sp->len, &scratch, &cap)) != NULL &&
+             json_object_set_new(obj, "payload", m) == 0;
+    }
+    free(scratch);
+    return ok;
+}
+
+/* The line with each span replaced by the placeholder 0, so jansson
+ * parses everything but the payloads the scanner already validated. NULL
+ * when out of memory. */
+static char *placeholder_line(const char *line, size_t len, const struct scan *sc, size_t *out)
+{
+    char *m = malloc(len + 1);
+    size_t at = 0, n = 0;
+
+    if (m == NULL)
+        return NULL;
+    for (size_t i = 0; i < sc->n; i++) {
+        memcpy(m + n, line + at, sc->spans[i].off - at);
+        n += sc->spans[i].off - at;
+        m[n++] = '0';
+        at = sc->spans[i].off + sc->spans[i].len;
+    }
+    memcpy(m + n, line + at, len - at);
+    *out = n + len - at;
+    return m;
+}
+
+/* The fast path: parse the line with its canonical payloads replaced, then
+ * put the payloads back as markers. A valid value in place of a valid
+ * value keeps a line valid or invalid alike, and the scanner validated the
+ * payloads as jansson would, so the result is request_parse_plain's; when
+ * jansson refuses the placeholder line, the plain parse gives the error
+ * (its message may quote bytes that the placeholder moved). Returns
+ * PARSE_PLAIN when the caller should parse the plain way. */
+static int parse_fast(struct request *req, const char *line, size_t len, const struct scan *sc,
+                      struct request_error *err)
+{
+    json_error_t jerr;
+    size_t mlen;
+    char *m = placeholder_line(line, len, sc, &mlen);
+
+    if (m == NULL)
+        return PARSE_PLAIN;
+    req->root = json_loadb(m, mlen, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+    free(m);
+    if (req->root == NULL || !put_markers(req->root, line, sc)) {
+        json_decref(req->root);
+        req->root = NULL;
+        return PARSE_PLAIN;
+    }
+    return check_root(req, err);
+}
+
+int request_parse(struct request *req, const char *line, size_t len, struct request_error *err)
+{
+    struct scan sc = {NULL, 0, 0};
+    int rc = PARSE_PLAIN;
+
+    memset(req, 0, sizeof(*req));
+    if (too_deep(line, len))
+        return fail(err, WIRE_EPROTO, "request nests deeper than %d levels", REQUEST_DEPTH_MAX);
+    if (scan_request(&sc, line, len) == 0 && sc.n > 0)
+        rc = parse_fast(req, line, len, &sc, err);
+    scan_deinit(&sc);
+    return rc == PARSE_PLAIN ? parse_plain(req, line, len, err) : rc;
+}
+
+const char *request_payload_text(const json_t *v, size_t *len)
+{
+    const char *s = json_string_value(v);
+
+    if (s == NULL || json_string_length(v) == 0 || s[0] != '\0')
+        return NULL;
+    *len = json_string_length(v) - 1;
+    return s + 1;
 }
 
 void request_deinit(struct request *req)

@@ -74,6 +74,19 @@ struct arg_spec {
  * so the error reply can echo it. Call request_deinit() in either case. */
 int request_parse(struct request *req, const char *line, size_t len, struct request_error *err);
 
+/* request_parse's result, but by jansson alone: every payload a tree. The
+ * differential tests hold request_parse to it. (request_parse stores an
+ * enqueue's payload that is already compact JSON as its text instead:
+ * scan.h, request_payload_text.) */
+int request_parse_plain(struct request *req, const char *line, size_t len,
+                        struct request_error *err);
+
+/* When v is a payload request_parse kept as text, that text (NUL-
+ * terminated, *len bytes): exactly what cmd_payload_text would write for
+ * the value jansson parses from it. NULL for any other value, which is
+ * then an ordinary JSON value. */
+const char *request_payload_text(const json_t *v, size_t *len);
+
 /* Drop the parsed object. */
 void request_deinit(struct request *req);
 

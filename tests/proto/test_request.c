@@ -231,6 +231,32 @@ Test(request, nesting_inside_strings_does_not_count)
     request_deinit(&req);
 }
 
+/* The depth check skips strings in runs of four bytes: wherever an escape
+ * falls in a run, the string ends at the right quote and brackets after
+ * it count (31 more levels are the limit, 32 one too many). */
+Test(request, nesting_after_escapes_at_every_offset)
+{
+    static const char *const escapes[] = {"\\\\", "\\\"", "\\\\\\\""};
+
+    for (size_t e = 0; e < sizeof(escapes) / sizeof(escapes[0]); e++)
+        for (int pad = 0; pad < 8; pad++)
+            for (int extra = 0; extra < 2; extra++) {
+                struct request req;
+                struct request_error err;
+                char s[256];
+                int levels = REQUEST_DEPTH_MAX - 1 + extra;
+                size_t n =
+                    (size_t)snprintf(s, sizeof(s), "{\"op\":\"x\",\"s\":\"%.*s%s[{\",\"a\":", pad,
+                                     "abcdefgh", escapes[e]);
+                memset(s + n, '[', (size_t)levels);
+                memset(s + n + levels, ']', (size_t)levels);
+                memcpy(s + n + 2 * levels, "}", 2);
+                int rc = parse(&req, s, strlen(s), &err);
+                cr_assert_eq(rc, extra ? WIRE_EPROTO : 0, "%s: %s", s, rc ? err.message : "ok");
+                request_deinit(&req);
+            }
+}
+
 /* --- argument specs ---------------------------------------------------- */
 
 static const struct arg_spec spec_enqueue[] = {

@@ -3,6 +3,7 @@
  * value kind, every escape, multi-byte UTF-8, nesting, key order, and a
  * seeded random sweep of strings over all byte classes. */
 #include <criterion/criterion.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,5 +87,209 @@ Test(payload, random_strings_over_every_byte_class)
         }
         text[n++] = '"';
         same_as_jansson(text, n);
+    }
+}
+
+/* --- request_parse's fast path against jansson alone -------------------- */
+
+#include "parse_diff.h"
+
+/* Parse a line both ways (parse_diff.h); the results must agree, and the
+ * fast path must have kept exactly `kept` payloads as text. */
+static void both_ways(const char *line, size_t len, size_t kept)
+{
+    struct parse_diff d;
+
+    parse_diff(&d, line, len);
+    cr_assert_str_empty(d.what, "%s for %.*s", d.what, (int)len, line);
+    cr_assert_eq(d.kept, kept, "kept %zu payloads, not %zu, of %.*s", d.kept, kept, (int)len, line);
+}
+
+#define BOTH(lit, kept) both_ways(lit, sizeof(lit) - 1, kept)
+#define ENQ(payload)    "{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":" payload "}"
+
+Test(fast_path, canonical_payloads_are_kept)
+{
+    BOTH(ENQ("{\"t\":1,\"p\":\"xxxx\"}"), 1);
+    BOTH(ENQ("null"), 1);
+    BOTH(ENQ("true"), 1);
+    BOTH(ENQ("false"), 1);
+    BOTH(ENQ("0"), 1);
+    BOTH(ENQ("-7"), 1);
+    BOTH(ENQ("\"\""), 1);
+    BOTH(ENQ("{}"), 1);
+    BOTH(ENQ("[]"), 1);
+    BOTH(ENQ("[1,[2,[3,{}]],\"x\"]"), 1);
+    BOTH(ENQ("9223372036854775807"), 1);
+    BOTH(ENQ("-9223372036854775808"), 1);
+    BOTH(ENQ("\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf \x7f\""), 1);
+    BOTH(ENQ("{\"a\":1,\"b\":{\"a\":2},\"ab\":3,\"A\":4}"), 1);
+    /* Whitespace and other members around the payload are jansson's. */
+    BOTH(" { \"payload\" : {\"k\":[1]} , \"op\" : \"enqueue\" , \"queue\" : \"q\" , "
+         "\"ref\" : 1.5e3 } ",
+         1);
+    BOTH("{\"op\":\"enqueue_many\",\"queue\":\"q\",\"jobs\":[{\"payload\":1},{\"payload\":"
+         "\"a b\",\"group\":\"GRPx\"},{\"job\":\"JOBa\",\"payload\":{\"x\":[]}}]}",
+         3);
+}
+
+Test(fast_path, other_payloads_take_the_plain_path)
+{
+    BOTH(ENQ("{ \"t\":1}"), 0);
+    BOTH(ENQ("[1, 2]"), 0);
+    BOTH(ENQ("1.5"), 0);
+    BOTH(ENQ("1e3"), 0);
+    BOTH(ENQ("1E3"), 0);
+    BOTH(ENQ("-0"), 0);
+    BOTH(ENQ("-0.0"), 0);
+    BOTH(ENQ("\"a\\nb\""), 0);
+    BOTH(ENQ("\"\\u00e9\""), 0);
+    BOTH(ENQ("\"\\/\""), 0);
+    BOTH(ENQ("{\"k\\u0061\":1}"), 0);
+    /* Outside int64: the plain parse refuses it. */
+    BOTH(ENQ("9223372036854775808"), 0);
+    BOTH(ENQ("-9223372036854775809"), 0);
+    BOTH(ENQ("12345678901234567890123"), 0);
+    /* A mixed batch: each item on its own. */
+    BOTH("{\"op\":\"enqueue_many\",\"queue\":\"q\",\"jobs\":[{\"payload\":1.5},{\"payload\":2}]}",
+         1);
+    /* Not an enqueue: a payload there is only an unknown argument. */
+    BOTH("{\"op\":\"ping\",\"payload\":1}", 0);
+    BOTH("{\"op\":\"enqueue_many\",\"queue\":\"q\",\"payload\":1,\"jobs\":[{\"payload\":1}]}", 1);
+    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":1,\"jobs\":[{\"payload\":1}]}", 1);
+    BOTH("{\"op\":\"enq\\u0075eue\",\"queue\":\"q\",\"payload\":1}", 0);
+    BOTH("{\"o\\u0070\":\"enqueue\",\"queue\":\"q\",\"payload\":1}", 0);
+    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\",\"pay\\u006coad\":1}", 0);
+}
+
+Test(fast_path, invalid_lines_are_refused_alike)
+{
+    /* Duplicate keys inside the payload, beside it, and of the payload. */
+    BOTH(ENQ("{\"a\":1,\"a\":2}"), 0);
+    BOTH(ENQ("{\"x\":{\"a\":1,\"b\":2,\"a\":3}}"), 0);
+    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":1,\"payload\":2}", 0);
+    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":1,\"pay\\u006coad\":2}", 0);
+    BOTH("{\"op\":\"enqueue\",\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":1}", 0);
+    BOTH("{\"op\":\"enqueue\",\"o\\u0070\":\"claim\",\"queue\":\"q\",\"payload\":1}", 0);
+    /* "\u0000" and bad UTF-8, in the payload and elsewhere. */
+    BOTH(ENQ("\"a\\u0000b\""), 0);
+    BOTH(ENQ("{\"a\\u0000\":1}"), 0);
+    BOTH(ENQ("\"\xc3\""), 0);
+    BOTH(ENQ("\"\xc0\x80\""), 0);
+    BOTH(ENQ("\"\xed\xa0\x80\""), 0);
+    BOTH(ENQ("\"\xf4\x90\x80\x80\""), 0);
+    BOTH(ENQ("\"\xe0\x80\xaf\""), 0);
+    BOTH(ENQ("\"\xf0\x80\x80\xaf\""), 0);
+    BOTH(ENQ("\"\xff\""), 0);
+    BOTH(ENQ("\"tab\there\""), 0);
+    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\xff\",\"payload\":1}", 0);
+    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":1,\"x\":\"\\u0000\"}", 0);
+    /* Broken JSON before, after and around a canonical payload. */
+    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":1", 0);
+    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":1}x", 0);
+    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":1}{}", 0);
+    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":1x}", 0);
+    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":1.}", 0);
+    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":01}", 0);
+    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":truex}", 0);
+    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":[1,]}", 0);
+    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":{\"a\":}}", 0);
+    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\" \"payload\":1}", 0);
+    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":1,}", 0);
+    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\\x\",\"payload\":1}", 0);
+    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\",\"n\":012,\"payload\":1}", 0);
+    BOTH("[{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":1}]", 0);
+    /* Valid JSON, but not a request: the plain checks on the rest still
+     * run (a refused line's payloads are not compared, so none count). */
+    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":1,\"ref\":[1]}", 0);
+    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":1,\"ref\":\"r\"}", 1);
+    BOTH("{\"queue\":\"q\",\"payload\":1,\"x\":\"\\\"enqueue\\\"\"}", 0);
+}
+
+/* A payload of n nested arrays at depth (the request object is 1; an
+ * enqueue_many item's payload starts at 3): kept when within the limit. */
+static void nested(const char *head, const char *tail, int n, size_t kept)
+{
+    char line[512];
+    size_t len = strlen(head);
+
+    memcpy(line, head, len);
+    memset(line + len, '[', (size_t)n);
+    memset(line + len + n, ']', (size_t)n);
+    len += 2 * (size_t)n;
+    memcpy(line + len, tail, strlen(tail));
+    len += strlen(tail);
+    both_ways(line, len, kept);
+}
+
+Test(fast_path, depth_is_counted_from_the_request)
+{
+    const char *one = "{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":";
+    const char *many = "{\"op\":\"enqueue_many\",\"queue\":\"q\",\"jobs\":[{\"payload\":";
+
+    nested(one, "}", 30, 1);
+    nested(one, "}", 31, 1); /* 32 in all */
+    nested(one, "}", 32, 0); /* 33: refused */
+    nested(one, "}", 33, 0);
+    nested(many, "}]}", 28, 1);
+    nested(many, "}]}", 29, 1); /* 32 in all */
+    nested(many, "}]}", 30, 0);
+}
+
+Test(fast_path, random_lines_agree)
+{
+    /* Pieces of payloads, valid and not, joined at random into enqueue and
+     * enqueue_many lines. */
+    static const char *const atoms[] = {
+        "1",
+        "-2",
+        "0",
+        "1.5",
+        "\"s\"",
+        "\"\\n\"",
+        "\"\xc3\xa9\"",
+        "\xc3",
+        "{",
+        "}",
+        "[",
+        "]",
+        ",",
+        ":",
+        " ",
+        "\"k\":",
+        "\"k\":",
+        "\"j\":",
+        "null",
+        "tru",
+        "\"\\u0000\"",
+        "-0",
+        "1e2",
+        "{\"a\":1",
+        "\"\xed\xa0\x80\"",
+        "\"\\\"\"",
+        "\x7f",
+        "\"\t\"",
+    };
+    unsigned seed = 777;
+    char line[2048];
+
+    for (int round = 0; round < 3000; round++) {
+        bool many = rand_r(&seed) % 2;
+        size_t n = (size_t)snprintf(line, sizeof(line), "%s",
+                                    many ? "{\"op\":\"enqueue_many\",\"queue\":\"q\",\"jobs\":[{"
+                                           "\"payload\":"
+                                         : "{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":");
+        int count = (int)(rand_r(&seed) % 12);
+        for (int i = 0; i < count; i++) {
+            const char *a = atoms[rand_r(&seed) % (sizeof(atoms) / sizeof(atoms[0]))];
+            memcpy(line + n, a, strlen(a));
+            n += strlen(a);
+        }
+        const char *end = many ? "}]}" : "}";
+        memcpy(line + n, end, strlen(end));
+        n += strlen(end);
+        struct parse_diff d;
+        parse_diff(&d, line, n);
+        cr_assert_str_empty(d.what, "%s for %.*s", d.what, (int)n, line);
     }
 }
