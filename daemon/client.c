@@ -170,6 +170,21 @@ void req_ok(struct req *r, json_t *fields)
     req_ok_line(r, &line);
 }
 
+void req_ok_string(struct req *r, const char *key, const char *value)
+{
+    struct outbuf line;
+    outbuf_init(&line);
+    reply_begin_ok(&line, r->ref);
+    reply_key(&line, key);
+    reply_string(&line, value, strlen(value));
+    if (reply_end(&line) != 0) {
+        outbuf_deinit(&line);
+        req_error(r, WIRE_EINTERNAL, "out of memory");
+        return;
+    }
+    req_ok_line(r, &line);
+}
+
 void req_error(struct req *r, enum wire_error code, const char *fmt, ...)
 {
     char msg[512];

@@ -461,7 +461,7 @@ static void complete_cb(void *priv, int status, redisReply *reply)
         if (strcmp(st, "completed") == 0) {
             r->c->srv->count.completed++;
             b->q->count.completed++;
-            req_ok(r, json_pack("{s:s}", "state", "completed"));
+            req_ok_string(r, "state", "completed");
         } else if (strcmp(st, "ELEASE") == 0) {
             req_error(r, WIRE_ELEASE, "the lease is not current (expired and re-leased?)");
         } else {

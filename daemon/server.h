@@ -131,6 +131,9 @@ const struct cmd *cmd_at(size_t i);
 /* Finish a request (exactly once): ok with fields (stolen; may be NULL),
  * or an error. Safe after the client has gone (the reply is dropped). */
 void req_ok(struct req *r, json_t *fields);
+/* req_ok with one string field, written straight into the reply line (no
+ * jansson object: complete's {"state":"completed"} is on the hot path). */
+void req_ok_string(struct req *r, const char *key, const char *value);
 void req_error(struct req *r, enum wire_error code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Finish from a pool reply that was an error or unavailable. */
