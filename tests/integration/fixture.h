@@ -79,6 +79,16 @@ static inline long long jint(const json_t *o, const char *k)
         json_decref(rf_);                                                                          \
     } while (0)
 
+/* One integer field of the queue's stats (asserting the reply is ok). */
+static inline long long fx_stat(struct tc_conn *c, const char *queue, const char *field)
+{
+    json_t *r = tc_call(c, "{\"op\":\"stats\",\"queue\":\"%s\"}", queue);
+    assert_ok(r);
+    long long v = jint(r, field);
+    json_decref(r);
+    return v;
+}
+
 /* The claimed jobs of a claim reply (asserting it is ok). */
 static inline json_t *claim_jobs(json_t *reply)
 {

@@ -12,17 +12,9 @@
 
 #include "fixture.h"
 
-/* Freed memory must leave the RSS count, so that RSS shows what emqd
- * keeps: a small quarantine under ASan for the emqd children these tests
- * start, and a fixed mmap threshold under glibc. */
 static void bp_setup(void)
 {
-    const char *old = getenv("ASAN_OPTIONS");
-    char opts[512];
-    snprintf(opts, sizeof(opts), "%s%squarantine_size_mb=8", old ? old : "", old ? ":" : "");
-    setenv("ASAN_OPTIONS", opts, 1);
-    /* And under glibc: large blocks mmapped, so freeing them shows. */
-    setenv("MALLOC_MMAP_THRESHOLD_", "131072", 1);
+    emqd_rss_shows_live_memory();
 }
 
 TestSuite(backpressure, .init = bp_setup, .fini = fx_teardown, .timeout = 120);
@@ -49,22 +41,12 @@ static void enqueue_big(struct tc_conn *c, const char *queue, int n, size_t byte
     free(line);
 }
 
-static long long stat_of(struct tc_conn *c, const char *queue, const char *key)
-{
-    char line[128];
-    snprintf(line, sizeof(line), "{\"op\":\"stats\",\"queue\":\"%s\"}", queue);
-    json_t *r = call_ok(c, line);
-    long long v = jint(r, key);
-    json_decref(r);
-    return v;
-}
-
 /* Wait until the queue has no active job (leases released). */
 static void await_released(struct tc_conn *c, const char *queue)
 {
     long long active = -1;
     for (int i = 0; i < 250 && active != 0; i++) {
-        active = stat_of(c, queue, "active");
+        active = fx_stat(c, queue, "active");
         if (active != 0)
             tc_sleep_ms(20);
     }
@@ -117,8 +99,8 @@ Test(backpressure, parked_claims_answered_past_max_output_do_not_crash)
     json_decref(call_ok(p, "{\"op\":\"ping\"}"));
     await_released(p, "big");
     await_released(p, "empty");
-    cr_assert_eq(stat_of(p, "big", "pending"), 20);
-    cr_assert_eq(stat_of(p, "empty", "pending"), 2);
+    cr_assert_eq(fx_stat(p, "big", "pending"), 20);
+    cr_assert_eq(fx_stat(p, "empty", "pending"), 2);
     tc_close(w);
     tc_close(p);
     cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
@@ -153,7 +135,7 @@ Test(backpressure, replies_queued_behind_a_parked_claim_are_bounded)
     free(line);
     long long pending = 0;
     for (int i = 0; i < 500 && pending < 150; i++) {
-        pending = stat_of(p, "mem", "pending");
+        pending = fx_stat(p, "mem", "pending");
         if (pending < 150)
             tc_sleep_ms(20);
     }
@@ -167,7 +149,7 @@ Test(backpressure, replies_queued_behind_a_parked_claim_are_bounded)
     cr_assert_eq(tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"big\",\"count\":20}"), 0);
     cr_assert(read_to_eof(w->fd, 10000), "queued replies past max-output kept the connection");
     await_released(p, "big");
-    cr_assert_eq(stat_of(p, "big", "pending"), 20);
+    cr_assert_eq(fx_stat(p, "big", "pending"), 20);
     tc_close(w);
     tc_close(p);
     cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
@@ -190,8 +172,8 @@ Test(backpressure, a_parked_claim_left_behind_is_freed)
     json_decref(call_ok(p, "{\"op\":\"enqueue\",\"queue\":\"gone\",\"group\":\"TENa\","
                            "\"payload\":1}"));
     tc_sleep_ms(200);
-    cr_assert_eq(stat_of(p, "gone", "active"), 0, "a job went to a client that left");
-    cr_assert_eq(stat_of(p, "gone", "pending"), 1);
+    cr_assert_eq(fx_stat(p, "gone", "active"), 0, "a job went to a client that left");
+    cr_assert_eq(fx_stat(p, "gone", "pending"), 1);
     tc_close(p);
     cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
 }

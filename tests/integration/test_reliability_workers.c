@@ -47,15 +47,6 @@ static void drain(struct workload *wl, int n, int count, int hold_ms)
     stop_workers(n);
 }
 
-static long long stat_of(struct tc_conn *c, const char *queue, const char *field)
-{
-    json_t *r = tc_call(c, "{\"op\":\"stats\",\"queue\":\"%s\"}", queue);
-    assert_ok(r);
-    long long v = jint(r, field);
-    json_decref(r);
-    return v;
-}
-
 /* A forked worker that claims count jobs on a long lease, tells the parent
  * how many it holds through fd, and then sits on them until killed. */
 static pid_t hold_jobs_in_child(int port, const char *queue, int count, int *held)
@@ -100,7 +91,7 @@ Test(rel_workers, a_worker_killed_mid_job_has_its_jobs_redelivered_at_once)
     pid_t child = hold_jobs_in_child(fx_emqd.port, wl.queue, 6, &held);
     cr_assert_eq(held, 6, "the doomed worker holds %d jobs", held);
     struct tc_conn *c = fx_conn();
-    cr_assert_eq(stat_of(c, wl.queue, "active"), 6);
+    cr_assert_eq(fx_stat(c, wl.queue, "active"), 6);
 
     start_workers(&wl, 4, fx_emqd.port, 4, 10000, 1);
     tc_sleep_ms(100);
@@ -131,12 +122,7 @@ Test(rel_workers, a_worker_killed_mid_job_has_its_jobs_redelivered_at_once)
 Test(rel_workers, a_worker_that_stops_reading_is_cut_at_the_output_cap)
 {
     fx_teardown();
-    /* RSS is the measure here: under ASan freed memory waits in a 256 MB
-     * quarantine and still counts, so give this emqd a small one. */
-    const char *old = getenv("ASAN_OPTIONS");
-    char asan[512];
-    snprintf(asan, sizeof(asan), "%s%squarantine_size_mb=8", old ? old : "", old ? ":" : "");
-    setenv("ASAN_OPTIONS", asan, 1);
+    emqd_rss_shows_live_memory(); /* RSS is the measure here */
     const char *const extra[] = {"--max-output", "1048576", NULL};
     fx_start(extra);
     struct workload wl;
@@ -155,7 +141,7 @@ Test(rel_workers, a_worker_that_stops_reading_is_cut_at_the_output_cap)
     long rss_max = rss0;
     for (int i = 0; i < 200 && active != 0; i++) {
         tc_sleep_ms(50);
-        active = stat_of(c, wl.queue, "active");
+        active = fx_stat(c, wl.queue, "active");
         seen_active = active > seen_active ? active : seen_active;
         long rss = emqd_rss_kb(&fx_emqd);
         rss_max = rss > rss_max ? rss : rss_max;

@@ -118,6 +118,17 @@ int emqd_restart(struct emqd_proc *p, int redis_port, const char *const *extra)
     return start_on_port(p, redis_port, extra);
 }
 
+void emqd_rss_shows_live_memory(void)
+{
+    const char *old = getenv("ASAN_OPTIONS");
+    char opts[512];
+    if (old == NULL || strstr(old, "quarantine_size_mb") == NULL) {
+        snprintf(opts, sizeof(opts), "%s%squarantine_size_mb=8", old ? old : "", old ? ":" : "");
+        setenv("ASAN_OPTIONS", opts, 1);
+    }
+    setenv("MALLOC_MMAP_THRESHOLD_", "131072", 1);
+}
+
 long emqd_rss_kb(const struct emqd_proc *p)
 {
     char path[64], line[256];

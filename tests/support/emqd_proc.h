@@ -24,6 +24,12 @@ int emqd_start(struct emqd_proc *p, int redis_port, const char *const *extra);
  * clients that reconnect to that port find it. Returns 0 or -errno. */
 int emqd_restart(struct emqd_proc *p, int redis_port, const char *const *extra);
 
+/* Make the emqd children started from now on give freed memory back, so
+ * that their VmRSS shows what they keep: a small quarantine under ASan
+ * (by default 256 MB of freed memory still counts) and, under glibc, large
+ * blocks mmapped. For tests that bound emqd's memory. */
+void emqd_rss_shows_live_memory(void);
+
 /* Its resident memory (VmRSS) in KiB, or -1. */
 long emqd_rss_kb(const struct emqd_proc *p);
 
