@@ -178,10 +178,44 @@ static int enqueue_item(struct req *r, json_t *item, const char *dflt_group, poo
     return rc;
 }
 
-static json_t *verdict(const redisReply *reply, const char *job)
+/* An admitted job counted, and a delayed one's promotion scheduled; a
+ * duplicate changed nothing. item holds the job's arguments. */
+static void admitted(struct req *r, const json_t *item, const redisReply *reply)
 {
-    return json_pack("{s:s, s:s}", "job", job, "verdict",
-                     reply->integer == 1 ? "enqueued" : "duplicate");
+    if (reply->integer != 1)
+        return;
+    req_server(r)->count.enqueued++;
+    r->q->count.enqueued++;
+    json_int_t delay = request_int(item, "delay_ms", 0);
+    if (delay > 0)
+        queue_due_in(r->q, (uint64_t)delay);
+}
+
+/* "job":…,"verdict":… into an open object, written straight into the line
+ * (no jansson object: this is the enqueue hot path). */
+static int put_verdict(struct outbuf *line, const json_t *item, bool enqueued)
+{
+    size_t len;
+    const char *job = request_string(item, "job", &len);
+    int rc = reply_key(line, "job");
+    rc = rc ? rc : reply_string(line, job, len);
+    rc = rc ? rc : reply_key(line, "verdict");
+    return rc         ? rc
+           : enqueued ? reply_string(line, "enqueued", 8)
+                      : reply_string(line, "duplicate", 9);
+}
+
+/* End a reply line built in place and send it; out of memory on the way
+ * (rc, or reply_end's own) answers EINTERNAL instead. */
+static void send_line(struct req *r, struct outbuf *line, int rc)
+{
+    rc = rc ? rc : reply_end(line);
+    if (rc != 0) {
+        outbuf_deinit(line);
+        req_error(r, WIRE_EINTERNAL, "out of memory");
+        return;
+    }
+    req_ok_line(r, line);
 }
 
 static void enqueue_cb(void *priv, int status, redisReply *reply)
@@ -189,14 +223,11 @@ static void enqueue_cb(void *priv, int status, redisReply *reply)
     struct req *r = priv;
     if (cmd_failed(r, status, reply))
         return;
-    if (reply->integer == 1) {
-        req_server(r)->count.enqueued++;
-        r->q->count.enqueued++;
-        json_int_t delay = request_int(r->root, "delay_ms", 0);
-        if (delay > 0)
-            queue_due_in(r->q, (uint64_t)delay);
-    }
-    req_ok(r, verdict(reply, cmd_str(r, "job")));
+    admitted(r, r->root, reply);
+    struct outbuf line;
+    outbuf_init(&line);
+    int rc = reply_begin_ok(&line, r->ref);
+    send_line(r, &line, rc ? rc : put_verdict(&line, r->root, reply->integer == 1));
 }
 
 static void cmd_enqueue(struct req *r)
@@ -242,25 +273,11 @@ static void many_done(struct req *r)
             rc = reply_value(&line, v);
             continue;
         }
-        size_t len;
-        const char *job = request_string(json_array_get(jobs, i), "job", &len);
         rc = reply_begin_object(&line);
-        rc = rc ? rc : reply_key(&line, "job");
-        rc = rc ? rc : reply_string(&line, job, len);
-        rc = rc ? rc : reply_key(&line, "verdict");
-        rc = rc                ? rc
-             : json_is_true(v) ? reply_string(&line, "enqueued", 8)
-                               : reply_string(&line, "duplicate", 9);
+        rc = rc ? rc : put_verdict(&line, json_array_get(jobs, i), json_is_true(v));
         rc = rc ? rc : reply_end_object(&line);
     }
-    rc = rc ? rc : reply_end_array(&line);
-    rc = rc ? rc : reply_end(&line);
-    if (rc != 0) {
-        outbuf_deinit(&line);
-        req_error(r, WIRE_EINTERNAL, "out of memory");
-        return;
-    }
-    req_ok_line(r, &line);
+    send_line(r, &line, rc ? rc : reply_end_array(&line));
 }
 
 static void item_error(json_t *results, size_t i, enum wire_error code, const char *msg)
@@ -281,13 +298,7 @@ static void many_cb(void *priv, int status, redisReply *reply)
         item_error(r->acc, it->index, wire_error_lookup(reply->str, w),
                    reply->str[w] ? reply->str + w + 1 : reply->str);
     } else {
-        if (reply->integer == 1) {
-            req_server(r)->count.enqueued++;
-            r->q->count.enqueued++;
-            json_int_t delay = request_int(item, "delay_ms", 0);
-            if (delay > 0)
-                queue_due_in(r->q, (uint64_t)delay);
-        }
+        admitted(r, item, reply);
         json_array_set_new(r->acc, it->index, json_boolean(reply->integer == 1));
     }
     free(it);
