@@ -25,7 +25,9 @@ static void usage(FILE *f)
           "  --port N          server port (required); --host IP (default 127.0.0.1)\n"
           "  --beanstalk       speak beanstalkd's protocol instead of emqd's\n"
           "  --queue Q         queue name (default bench)\n"
-          "  --producers N     producer connections (default 4)\n"
+          "  --producers N     producer connections (default 4; 0 with --workers:\n"
+          "                    drain --jobs N jobs already queued, e.g. by an\n"
+          "                    earlier run with --workers 0)\n"
           "  --batch B         jobs per enqueue_many (1 = enqueue; default 100)\n"
           "  --pipeline P      requests in flight per producer (default 2)\n"
           "  --workers M       streaming worker connections (default 4)\n"
@@ -124,6 +126,12 @@ static void tick_cb(uv_timer_t *t)
 static void start_producers(struct bench *b)
 {
     b->t_start = uv_hrtime();
+    if (b->producers == 0 && b->workers > 0 && !b->light) {
+        /* Drain only: the jobs were queued before this run started. */
+        b->acked = b->enqueued = b->jobs;
+        b->t_enq_done = b->t_start;
+        return;
+    }
     if (bench_conns_open(b, 0, b->producers, BENCH_PRODUCER) != 0) {
         snprintf(b->err, sizeof(b->err), "cannot connect producers");
         bench_stop(b);
@@ -157,7 +165,7 @@ static void start_work(struct bench *b)
     if (b->emqd_pid)
         b->rss_idle_kb = rss_kb(b->emqd_pid);
     start_producers(b);
-    if (!b->prefill)
+    if (!b->prefill || b->producers == 0)
         bench_start_workers(b);
     bench_check_done(b);
 }
@@ -477,7 +485,7 @@ int main(int argc, char **argv)
         }
     }
     if (optind != argc || b.port == 0 || (b.light && b.proto != BENCH_EMQ) ||
-        (b.idle && b.proto != BENCH_EMQ) || (b.jobs && !b.producers)) {
+        (b.idle && b.proto != BENCH_EMQ) || (b.jobs && !b.producers && !b.workers)) {
         usage(stderr);
         return 2;
     }
@@ -485,7 +493,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "emq-bench: out of memory\n");
         return 2;
     }
-    if (!b.producers)
+    if (!b.producers && !b.workers)
         b.jobs = 0;
     if (b.light)
         b.producers = 1; /* the heavy backlog must be in before the light jobs */
