@@ -4,10 +4,10 @@
 #include <string.h>
 
 const char *const keys_suffix[KEY__COUNT] = {
-    [KEY_RING] = "ring",     [KEY_GLIMIT] = "glimit",   [KEY_GACTIVE] = "gactive",
-    [KEY_PAUSED] = "paused", [KEY_ACTIVE] = "active",   [KEY_DELAYED] = "delayed",
-    [KEY_DEAD] = "dead",     [KEY_PENDING] = "pending", [KEY_WAKE] = "wake",
-    [KEY_SEQ] = "seq",       [KEY_GROUPS] = "groups",
+    [KEY_RING] = "ring",       [KEY_GLIMIT] = "glimit",   [KEY_PAUSED] = "paused",
+    [KEY_ACTIVE] = "active",   [KEY_DELAYED] = "delayed", [KEY_DEAD] = "dead",
+    [KEY_PENDING] = "pending", [KEY_WAKE] = "wake",       [KEY_SEQ] = "seq",
+    [KEY_GROUPS] = "groups",
 };
 
 int keys_init(struct keys *k, const char *queue, size_t len)

@@ -1,5 +1,5 @@
 /* keys: the store layout of one queue. Every lane script takes the same
- * eleven KEYS in this order (lua/lib.lua names them) and ARGV[1] = the
+ * ten KEYS in this order (lua/lib.lua names them) and ARGV[1] = the
  * prefix "emq:{q}:" from which per-job and per-lane keys are built. */
 #ifndef EMQ_KEYS_H
 #define EMQ_KEYS_H
@@ -11,7 +11,6 @@
 enum key_id {
     KEY_RING,
     KEY_GLIMIT,
-    KEY_GACTIVE,
     KEY_PAUSED,
     KEY_ACTIVE,
     KEY_DELAYED,

@@ -1,5 +1,5 @@
 -- claim: lease up to n jobs from the ring, one lane head per turn.
--- KEYS:  the standard eleven (lib.lua).
+-- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 n (>= 1), 3 lease_ms (>= 1)
 -- Returns {deadline, id, group, payload, attempt, token, id, ...}: the
 -- deadline (server ms) shared by the batch, then five fields per job, in
@@ -31,9 +31,8 @@ while served < n do
     served = served + 1
     local job = lease(id, g, deadline, tostring(tok + served))
     for i = 1, 5 do out[#out + 1] = job[i] end
-    local act = call('HINCRBY', K_GACTIVE, g, 1)
     local lim = glimit(g)
-    if (lim ~= nil and act >= lim) or call('ZCARD', lane) == 0 then
+    if (lim ~= nil and gactive(g) >= lim) or call('ZCARD', lane) == 0 then
       call('RPOP', K_RING)
     end
   end

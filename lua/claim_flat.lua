@@ -1,5 +1,5 @@
 -- claim_flat: lease up to n jobs from the flat (ungrouped) set, oldest first.
--- KEYS:  the standard eleven (lib.lua).
+-- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 n (>= 1), 3 lease_ms (>= 1)
 -- Returns {deadline, id, '', payload, attempt, token, ...} as claim does.
 local n, lease_ms = tonumber(ARGV[2]), tonumber(ARGV[3])

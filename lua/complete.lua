@@ -1,6 +1,6 @@
 -- complete: settle one or more leased jobs as done (completions that arrive
 -- together are coalesced into one call).
--- KEYS:  the standard eleven (lib.lua).
+-- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 retention_ms (how long the row is kept so a re-sent id
 --        is still a duplicate; 0 deletes it at once), then pairs
 --        (job id, lease token).

@@ -1,5 +1,5 @@
 -- dead: the dead-letter set of a queue.
--- KEYS:  the standard eleven (lib.lua).
+-- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 action ('list' | 'retry' | 'purge'), 3 job id ('' =
 --        the oldest, up to the limit), 4 limit (>= 1)
 -- Returns, for 'list': {id, group, attempts, error, died_ms, ...} (oldest

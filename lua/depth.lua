@@ -1,5 +1,5 @@
 -- depth: the pending count of one group's lane, or of the flat set.
--- KEYS:  the standard eleven (lib.lua).
+-- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 group ('' = the flat set)
 -- Returns the count.
 local g = ARGV[2]

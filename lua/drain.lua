@@ -1,7 +1,7 @@
 -- drain: empty one group's pending backlog (bounded per call) and take the
 -- lane off the ring. Sibling lanes, the ceiling, the pause flag, delayed
 -- jobs and jobs in flight are left alone. Drained rows are deleted.
--- KEYS:  the standard eleven (lib.lua).
+-- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 group, 3 at most this many jobs this call (>= 1)
 -- Returns {drained, remaining}: call again while remaining > 0.
 local g, max = ARGV[2], tonumber(ARGV[3])

@@ -1,5 +1,5 @@
 -- extend: heartbeat a lease so a long job is not reaped.
--- KEYS:  the standard eleven (lib.lua).
+-- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 job id, 3 lease token, 4 lease_ms (from now, >= 1)
 -- Returns the new deadline (server ms).
 -- Errors: ENOJOB, ELEASE (stale or not active: nothing changed), EARG.

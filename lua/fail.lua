@@ -1,5 +1,5 @@
 -- fail: a worker gives a leased job back as failed.
--- KEYS:  the standard eleven (lib.lua).
+-- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 job id, 3 lease token, 4 error text,
 --        5 retry_ms (-1 = exponential backoff: 1 s * 2^(attempt-1), capped
 --        at 1 h; 0 = back to its lane at once), 6 dead ('1' = dead-letter now)

@@ -2,7 +2,7 @@
 -- A group that is idle in every way (empty lane, nothing in flight or
 -- delayed... no ceiling, not paused) is dropped from the registry as the
 -- page passes it, so the registry does not grow with tenants long gone.
--- KEYS:  the standard eleven (lib.lua).
+-- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 cursor ('0' to start), 3 page size hint (>= 1)
 -- Returns {next cursor ('0' = done), g, depth, active, limit (-1 = none),
 -- paused (0/1), g, ...}.

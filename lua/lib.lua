@@ -4,15 +4,20 @@
 -- KEYS, the same ten for every script (daemon/keys.c builds them):
 --   1 ring      list  the serviceable lanes, each at most once
 --   2 glimit    hash  group -> ceiling (absent = no ceiling)
---   3 gactive   hash  group -> jobs in flight (absent = 0)
---   4 paused    set   paused groups
---   5 active    zset  job -> lease deadline (ms, server clock)
---   6 delayed   zset  job -> due time (ms, server clock)
---   7 dead      zset  job -> time it died
---   8 pending   zset  the flat (ungrouped) backlog, score 0
---   9 wake      list  wake tokens for parked consumers; also a pub/sub channel
---  10 seq       string  the lease-token counter
---  11 groups    set   every group whose lane may be non-empty (a superset)
+--   3 paused    set   paused groups
+--   4 active    zset  job -> lease deadline (ms, server clock)
+--   5 delayed   zset  job -> due time (ms, server clock)
+--   6 dead      zset  job -> time it died
+--   7 pending   zset  the flat (ungrouped) backlog, score 0
+--   8 wake      list  wake tokens for parked consumers; also a pub/sub channel
+--   9 seq       string  the lease-token counter
+--  10 groups    set   every group whose lane may be non-empty (a superset)
+-- Per group G (built from the prefix): g:<G>:pending, the lane (zset, score
+-- 0, mint order), and g:<G>:active, G's leases (zset, score = deadline).
+-- gactive[G], the in-flight count of the ceiling rule, is ZCARD of
+-- g:<G>:active: that index holds exactly G's active jobs, so keeping a
+-- separate counter hash would be a second copy to keep equal (and, with
+-- many one-job tenants, a hash field created and deleted per job).
 -- ARGV[1] is the key prefix "emq:{q}:"; per-job and per-lane keys are built
 -- from it and share the {q} hash tag, so a script stays inside one slot.
 --
@@ -21,9 +26,9 @@
 -- paths keep it with O(1) transition checks; admin moves use reconcile().
 -- luacheck: push ignore 211 (some scripts use only part of the prelude)
 local PFX = ARGV[1]
-local K_RING, K_GLIMIT, K_GACTIVE, K_PAUSED = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_ACTIVE, K_DELAYED, K_DEAD, K_PENDING = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local K_WAKE, K_SEQ, K_GROUPS = KEYS[9], KEYS[10], KEYS[11]
+local K_RING, K_GLIMIT, K_PAUSED, K_ACTIVE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_DELAYED, K_DEAD, K_PENDING, K_WAKE = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local K_SEQ, K_GROUPS = KEYS[9], KEYS[10]
 
 local call = redis.call
 
@@ -47,17 +52,27 @@ local function wake()
 end
 
 local function gactive(g)
-  return tonumber(call('HGET', K_GACTIVE, g) or '0')
+  return call('ZCARD', lane_active_key(g))
 end
 
+-- Most queues have no ceiling and no paused group at all. Whether they do is
+-- read once per script call (on first use), so a claim or complete of a
+-- batch asks per job only when there is something to find. Scripts that
+-- change glimit or paused (limit, pause, resume) change it before they read
+-- either, so the memo never holds a value from before the change.
+local any_limit, any_paused
+
 local function glimit(g)
+  if any_limit == nil then any_limit = call('EXISTS', K_GLIMIT) == 1 end
+  if not any_limit then return nil end
   local lim = call('HGET', K_GLIMIT, g)
   if lim then return tonumber(lim) end
   return nil
 end
 
 local function paused(g)
-  return call('SISMEMBER', K_PAUSED, g) == 1
+  if any_paused == nil then any_paused = call('EXISTS', K_PAUSED) == 1 end
+  return any_paused and call('SISMEMBER', K_PAUSED, g) == 1
 end
 
 -- Put g on the ring, waking parked consumers only when the ring was empty.
@@ -110,14 +125,12 @@ local function to_backlog(id, g)
   end
 end
 
--- A job of g has left the active set: give back its permit. The lane was
--- off the ring only for its ceiling exactly when the count falls from the
+-- A job of g has left g:<G>:active: its permit is back. The lane was off
+-- the ring only for its ceiling exactly when the count falls from the
 -- ceiling to one below it, so that is the only case that re-rings (O(1)).
 local function release_permit(g)
-  local act = call('HINCRBY', K_GACTIVE, g, -1)
-  if act == 0 then call('HDEL', K_GACTIVE, g) end
   local lim = glimit(g)
-  if lim ~= nil and act == lim - 1 and not paused(g)
+  if lim ~= nil and gactive(g) == lim - 1 and not paused(g)
      and call('ZCARD', lane_key(g)) > 0 then
     ring_push(g)
   end
@@ -135,11 +148,12 @@ end
 -- token that complete/fail/extend/release must present.
 local function lease(id, g, deadline, tok)
   local row = row_key(id)
-  local att = call('HINCRBY', row, 'attempts', 1)
-  call('HSET', row, 'state', 'active', 'lease', tok, 'lease_until', deadline)
+  local f = call('HMGET', row, 'attempts', 'payload')
+  local att = tonumber(f[1] or '0') + 1
+  call('HSET', row, 'state', 'active', 'attempts', att, 'lease', tok, 'lease_until', deadline)
   call('ZADD', K_ACTIVE, deadline, id)
   if g ~= '' then call('ZADD', lane_active_key(g), deadline, id) end
-  return {id, g, call('HGET', row, 'payload') or '', att, tok}
+  return {id, g, f[2] or '', att, tok}
 end
 
 -- Check a presented lease: returns the row's group, or nil and a status.

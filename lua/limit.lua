@@ -1,7 +1,7 @@
 -- limit: set or remove one group's concurrency ceiling, then put the lane on
 -- or off the ring to match (lowering below the live count parks the lane
 -- until it drains; raising it returns the lane at once).
--- KEYS:  the standard eleven (lib.lua).
+-- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 group, 3 max (0 = remove the ceiling)
 -- Returns 1. Errors: EBRAND, EARG.
 local g, max = ARGV[2], tonumber(ARGV[3])

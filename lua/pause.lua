@@ -1,6 +1,6 @@
 -- pause: hold one group. Its lane leaves the ring; its backlog and its jobs
 -- in flight are untouched (they may still complete).
--- KEYS:  the standard eleven (lib.lua).
+-- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 group
 -- Returns 1 if the group was not paused before, 0 if it already was.
 local g = ARGV[2]

@@ -1,6 +1,6 @@
 -- promote: move delayed jobs that are due into their lanes (or the flat
 -- set), at most max per call.
--- KEYS:  the standard eleven (lib.lua).
+-- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 max (>= 1)
 -- Returns {promoted, next}: next is ms until the next delayed job is due
 -- (-1 if none), so a timer can sleep exactly that long.

@@ -1,7 +1,7 @@
 -- reap_group: recover one group's expired leases only. It reads the group's
 -- own lease index (g:<G>:active), so the cost is O(log n + that group's
 -- expired leases) and other groups' expired leases are left alone.
--- KEYS:  the standard eleven (lib.lua).
+-- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 group, 3 max (>= 1)
 -- Returns the number reaped.
 local g, max = ARGV[2], tonumber(ARGV[3])

@@ -1,7 +1,7 @@
 -- reassign: move a pending job to another group's lane. The source group is
 -- read from the row, so the move cannot disagree with it; the job keeps its
 -- mint-ordered place (score 0, ordered by id) in the destination lane.
--- KEYS:  the standard eleven (lib.lua).
+-- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 job id, 3 destination group
 -- Returns the source group ('' when the job was ungrouped).
 -- Errors: ENOJOB, ESTATE (the job is not pending), EBRAND, EARG.

@@ -4,7 +4,7 @@
 -- is for leases the daemon took for a consumer that was gone before it got
 -- them (a parked claim that timed out while its claim was in flight): no
 -- one saw the job, so the attempt is given back and no error is recorded.
--- KEYS:  the standard eleven (lib.lua).
+-- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 reason (recorded as the row's error), 3 mode
 --        ('delivered' or 'undelivered'), then pairs (job id, lease token).
 -- Returns one status per pair: 'pending', 'dead', 'ENOJOB' or 'ELEASE'.

@@ -1,6 +1,6 @@
 -- resume: release a paused group; its lane returns to the ring (with a wake)
 -- if it is serviceable.
--- KEYS:  the standard eleven (lib.lua).
+-- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 group
 -- Returns 1 if the group was paused, 0 if it was not.
 local g = ARGV[2]

@@ -1,6 +1,6 @@
 -- stats: queue-wide totals. Admin use: O(groups) (it sums the lanes of the
 -- group registry).
--- KEYS:  the standard eleven (lib.lua).
+-- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix
 -- Returns {pending, active, delayed, dead, ring, groups, paused, flat}:
 -- pending counts every lane and the flat set; flat is the flat set alone.

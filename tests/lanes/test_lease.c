@@ -97,8 +97,8 @@ LANE_TEST(lease, complete_coalesces_many_pairs_in_one_call)
     cr_assert_str_eq(r->element[2]->str, "completed");
     cr_assert_str_eq(r->element[3]->str, "completed");
     freeReplyObject(r);
-    redisReply *act = redisCommand(fx_conn, "HGET %s TENa", fx_q.names[KEY_GACTIVE]);
-    cr_assert_str_eq(act->str, "1");
+    redisReply *act = redisCommand(fx_conn, "ZCARD %sg:TENa:active", fx_q.prefix);
+    cr_assert_eq(act->integer, 1, "gactive[TENa] is the one lease left");
     freeReplyObject(act);
 }
 
