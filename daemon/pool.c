@@ -365,6 +365,7 @@ static void pool_close_now(struct pool *p)
     for (int i = 0; i <= p->size; i++)
         uv_close((uv_handle_t *)&p->conns[i].timer, pool_handle_close_cb);
     uv_close((uv_handle_t *)&p->idle, pool_handle_close_cb);
+    uv_close((uv_handle_t *)&p->flush, pool_handle_close_cb);
 }
 
 static void pool_idle_cb(uv_idle_t *h)
@@ -458,6 +459,9 @@ int pool_new(uv_loop_t *loop, const struct pool_config *cfg, struct pool **out)
     /* Handles cannot fail to initialise on a live loop. */
     uv_idle_init(loop, &p->idle);
     p->idle.data = p;
+    p->open_handles++;
+    uv_idle_init(loop, &p->flush);
+    p->flush.data = p;
     p->open_handles++;
     for (int i = 0; i <= p->size; i++) {
         struct pool_conn *c = &p->conns[i];

@@ -31,6 +31,9 @@ struct pool_poll {
     redisAsyncContext *ac; /* NULL once hiredis cleaned up */
     struct pool *pool;
     int events;
+    bool flush_queued;            /* on pool->flush_first's list */
+    bool flushing;                /* inside redisAsyncHandleWrite from the flush */
+    struct pool_poll *flush_next; /* that list */
 };
 
 static void conn_timer_cb(uv_timer_t *t);
@@ -55,7 +58,16 @@ static void pool_set_error(struct pool *p, const char *what, const char *detail)
  * hiredis 0.14's adapters/libuv.h drops a poll error (status < 0) on the
  * floor, and libuv reports a refused connect or a reset as exactly that, so
  * the context would never learn of it. This adapter hands errors to hiredis
- * as the events it was waiting for, so its read or write sees the error. */
+ * as the events it was waiting for, so its read or write sees the error.
+ *
+ * It also does not wait for EPOLLOUT to send commands. hiredis asks for a
+ * write after every command; the stock way (poll for writable, write, stop
+ * polling) costs a loop turn and, since uv_poll_start re-registers the fd,
+ * two epoll_ctl calls each time the event set changes, per command at light
+ * load. Here a connected context's commands are written by the pool's flush
+ * idle handle on the next loop turn, all that one turn queued in one write;
+ * only a connect in progress or a socket that is full waits for EPOLLOUT.
+ * An unchanged event set is not re-registered. */
 
 static void poll_cb(uv_poll_t *h, int status, int events)
 {
@@ -71,7 +83,10 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 
 static void poll_update(struct pool_poll *pp, int add, int del)
 {
-    pp->events = (pp->events | add) & ~del;
+    int events = (pp->events | add) & ~del;
+    if (events == pp->events)
+        return;
+    pp->events = events;
     if (pp->events != 0)
         uv_poll_start(&pp->handle, pp->events, poll_cb);
     else
@@ -90,7 +105,50 @@ static void poll_del_read(void *data)
 
 static void poll_add_write(void *data)
 {
-    poll_update(data, UV_WRITABLE, 0);
+    struct pool_poll *pp = data;
+    struct pool *p = pp->pool;
+
+    if (pp->ac == NULL || !(pp->ac->c.flags & REDIS_CONNECTED) || pp->flushing) {
+        poll_update(pp, UV_WRITABLE, 0); /* connecting, or the socket is full */
+        return;
+    }
+    if (pp->flush_queued)
+        return;
+    pp->flush_queued = true;
+    pp->flush_next = p->flush_first;
+    p->flush_first = pp;
+    if (!p->closed)
+        uv_idle_start(&p->flush, pool_flush_cb);
+}
+
+static void flush_unlink(struct pool_poll *pp)
+{
+    if (!pp->flush_queued)
+        return;
+    for (struct pool_poll **l = &pp->pool->flush_first; *l != NULL; l = &(*l)->flush_next) {
+        if (*l == pp) {
+            *l = pp->flush_next;
+            break;
+        }
+    }
+    pp->flush_queued = false;
+}
+
+void pool_flush_cb(uv_idle_t *h)
+{
+    struct pool *p = h->data;
+
+    /* One at a time from the head: a write that fails tears its context
+     * down, and that unlinks it (poll_cleanup) while we are here. */
+    while (p->flush_first != NULL) {
+        struct pool_poll *pp = p->flush_first;
+        p->flush_first = pp->flush_next;
+        pp->flush_queued = false;
+        pp->flushing = true;
+        redisAsyncHandleWrite(pp->ac);
+        pp->flushing = false; /* pp itself is freed only in poll_close_cb */
+    }
+    uv_idle_stop(h);
 }
 
 static void poll_del_write(void *data)
@@ -114,6 +172,7 @@ static void poll_cleanup(void *data)
     struct pool_poll *pp = data;
 
     pp->ac = NULL;
+    flush_unlink(pp);
     if (!uv_is_closing((uv_handle_t *)&pp->handle))
         uv_close((uv_handle_t *)&pp->handle, poll_close_cb);
 }

@@ -83,6 +83,8 @@ struct pool {
     struct pool_req *fail_first, *fail_last; /* requests to fail on the next turn */
     struct pool_sub *subs;
     uv_idle_t idle;
+    uv_idle_t flush;               /* writes the commands queued this turn */
+    struct pool_poll *flush_first; /* contexts with commands to write */
     void (*state_cb)(void *priv, bool up);
     void *state_priv;
     void (*done)(void *priv);
@@ -93,6 +95,12 @@ struct pool {
 };
 
 /* ---- pool_conn.c --------------------------------------------------------- */
+
+struct pool_poll;
+
+/* The flush idle handle's callback: write every queued context's commands
+ * (see the adapter in pool_conn.c). */
+void pool_flush_cb(uv_idle_t *h);
 
 /* Start one connection attempt on c; on an immediate failure c waits a
  * backoff delay and tries again. */

@@ -189,21 +189,33 @@ Test(pool, script_call_round_trip)
     finish();
 }
 
+/* SET key to the n bytes of value through the pool, then STRLEN it:
+ * asserts both answered OK and returns the length Redis holds. */
+static long long set_then_strlen(const char *key, const char *value, size_t n)
+{
+    struct call set = {0}, len = {0};
+    const char *argv[3] = {"SET", key, value};
+    size_t lens[3] = {3, strlen(key), n};
+
+    cr_assert_eq(pool_command(w.pool, 3, argv, lens, reply_cb, &set), 0);
+    cr_assert_eq(command(&len, "STRLEN", key, NULL), 0);
+    RUN_UNTIL(len.calls, 10000);
+    cr_assert_eq(set.status, 0);
+    cr_assert_str_eq(set.str, "OK");
+    cr_assert_eq(len.status, 0);
+    return len.integer;
+}
+
 Test(pool, plain_command_is_binary_safe)
 {
     struct pool_config cfg = config(1, 2000);
-    struct call set = {0}, get = {0};
-    const char *argv[3] = {"SET", "emq:test:bin", "a\0b"};
-    size_t lens[3] = {3, 12, 3};
+    const char *argv[1] = {"PING"};
+    size_t lens[1] = {4};
+    struct call none = {0};
 
     open_pool(&cfg);
-    cr_assert_eq(pool_command(w.pool, 3, argv, lens, reply_cb, &set), 0);
-    cr_assert_eq(command(&get, "STRLEN", "emq:test:bin", NULL), 0);
-    RUN_UNTIL(get.calls, 3000);
-    cr_assert_eq(set.status, 0);
-    cr_assert_str_eq(set.str, "OK");
-    cr_assert_eq(get.integer, 3);
-    cr_assert_eq(pool_command(w.pool, 0, argv, lens, reply_cb, &set), -EINVAL);
+    cr_assert_eq(set_then_strlen("emq:test:bin", "a\0b", 3), 3);
+    cr_assert_eq(pool_command(w.pool, 0, argv, lens, reply_cb, &none), -EINVAL);
     finish();
 }
 
@@ -239,6 +251,59 @@ Test(pool, pipelined_burst_answered_in_order_per_connection)
     cr_assert_eq(st.requests, BURST);
     cr_assert_eq(st.failures, 0);
     cr_assert_eq(w.reentered, 0);
+    finish();
+}
+
+/* Commands are written from the pool's flush handle, not on EPOLLOUT; a
+ * command larger than the socket buffer must still go out whole (the rest
+ * waits for EPOLLOUT), and the ones queued behind it after it. */
+Test(pool, a_command_larger_than_the_socket_buffer_is_written_whole)
+{
+    struct pool_config cfg = config(1, 10000);
+    size_t n = 16u << 20;
+    char *big = malloc(n);
+    cr_assert_not_null(big);
+    memset(big, 'x', n);
+
+    open_pool(&cfg);
+    cr_assert_eq(set_then_strlen("emq:test:big", big, n), (long long)n, "the value arrived whole");
+    free(big);
+    finish();
+}
+
+/* A chain: each reply sends the next command from inside its callback. */
+static struct call chain[50];
+static int chain_next;
+
+static void chain_cb(void *priv, int status, redisReply *reply)
+{
+    reply_cb(priv, status, reply);
+    if (status == 0 && chain_next < 50) {
+        const char *argv[1] = {"PING"};
+        struct call *c = &chain[chain_next++];
+        c->sent_ms = now_ms();
+        pool_command(w.pool, 1, argv, NULL, chain_cb, c);
+    }
+}
+
+Test(pool, a_command_sent_from_a_callback_goes_out_without_another_event)
+{
+    /* No ticking timer here: if a command queued inside a callback waited
+     * for some other event to be written, the loop would sleep until the
+     * pool's 10 s deadline timer and the chain would time out. */
+    struct pool_config cfg = config(1, 10000);
+    open_pool(&cfg);
+    const char *argv[1] = {"PING"};
+    chain_next = 1;
+    cr_assert_eq(pool_command(w.pool, 1, argv, NULL, chain_cb, &chain[0]), 0);
+    uint64_t until = now_ms() + 5000;
+    while (chain[49].calls == 0 && now_ms() < until)
+        uv_run(&w.loop, UV_RUN_ONCE);
+    for (int i = 0; i < 50; i++) {
+        cr_assert_eq(chain[i].calls, 1, "link %d of the chain never came back", i);
+        cr_assert_eq(chain[i].status, 0, "link %d failed", i);
+        cr_assert_str_eq(chain[i].str, "PONG");
+    }
     finish();
 }
 
