@@ -134,9 +134,10 @@ static const struct arg_spec enqueue_spec[] = {Q, ENQ_FIELDS, END};
 static const struct arg_spec item_spec[] = {ENQ_FIELDS, END};
 
 /* One enqueue script call for one item; cb gets priv. The minted id (if
- * any) is written back into the item so the reply can name it. */
-static int enqueue_item(struct req *r, json_t *item, const char *dflt_group, pool_reply_cb *cb,
-                        void *priv)
+ * any) is written back into the item so the reply can name it. handoff_ms
+ * > 0 lets the script lease the job at once (queue_handoff_begin). */
+static int enqueue_item(struct req *r, json_t *item, const char *dflt_group, uint64_t handoff_ms,
+                        pool_reply_cb *cb, void *priv)
 {
     struct server *s = req_server(r);
     const char *job = request_string(item, "job", NULL);
@@ -169,20 +170,21 @@ static int enqueue_item(struct req *r, json_t *item, const char *dflt_group, poo
         outbuf_deinit(&text);
         return -E2BIG;
     }
-    char delay[24], max[24];
+    char delay[24], max[24], hand[24];
     cmd_num(delay, sizeof(delay), request_int(item, "delay_ms", 0));
     cmd_num(max, sizeof(max), request_int(item, "max_attempts", s->cfg->max_attempts));
-    const char *argv[] = {job, group, data, delay, max};
-    int rc = queue_script(r->q, SCRIPT_ENQUEUE, 5, argv, cb, priv);
+    cmd_num(hand, sizeof(hand), (json_int_t)handoff_ms);
+    const char *argv[] = {job, group, data, delay, max, hand};
+    int rc = queue_script(r->q, SCRIPT_ENQUEUE, handoff_ms ? 6 : 5, argv, cb, priv);
     outbuf_deinit(&text);
     return rc;
 }
 
 /* An admitted job counted, and a delayed one's promotion scheduled; a
  * duplicate changed nothing. item holds the job's arguments. */
-static void admitted(struct req *r, const json_t *item, const redisReply *reply)
+static void admitted(struct req *r, const json_t *item, bool enqueued)
 {
-    if (reply->integer != 1)
+    if (!enqueued)
         return;
     req_server(r)->count.enqueued++;
     r->q->count.enqueued++;
@@ -218,21 +220,45 @@ static void send_line(struct req *r, struct outbuf *line, int rc)
     req_ok_line(r, line);
 }
 
+/* A single enqueue keeps the lease it asked to be handed off on in r->n
+ * (0 = it did not ask). */
+static bool enqueue_flat(struct req *r)
+{
+    return request_string(r->root, "group", NULL) == NULL;
+}
+
 static void enqueue_cb(void *priv, int status, redisReply *reply)
 {
     struct req *r = priv;
-    if (cmd_failed(r, status, reply))
+    /* Answering may free r: keep what the hand-off needs. */
+    struct queue *q = r->q;
+    bool flat = enqueue_flat(r);
+    uint64_t handoff_ms = r->n;
+    if (cmd_failed(r, status, reply)) {
+        if (handoff_ms)
+            queue_handoff_end(q, flat, handoff_ms, NULL);
         return;
-    admitted(r, r->root, reply);
+    }
+    /* 1 or 0, or an array when the job was handed off (enqueued). */
+    bool enqueued = reply->type == REDIS_REPLY_ARRAY || reply->integer == 1;
+    admitted(r, r->root, enqueued);
     struct outbuf line;
     outbuf_init(&line);
     int rc = reply_begin_ok(&line, r->ref);
-    send_line(r, &line, rc ? rc : put_verdict(&line, r->root, reply->integer == 1));
+    send_line(r, &line, rc ? rc : put_verdict(&line, r->root, enqueued));
+    if (handoff_ms)
+        queue_handoff_end(q, flat, handoff_ms, reply);
 }
 
 static void cmd_enqueue(struct req *r)
 {
-    int rc = enqueue_item(r, r->root, "", enqueue_cb, r);
+    /* A job due now may go straight to a consumer parked here: one Redis
+     * round trip from enqueue to push instead of two (lua/enqueue.lua). */
+    bool flat = enqueue_flat(r);
+    r->n = request_int(r->root, "delay_ms", 0) == 0 ? queue_handoff_begin(r->q, flat) : 0;
+    int rc = enqueue_item(r, r->root, "", r->n, enqueue_cb, r);
+    if (rc != 0 && r->n)
+        queue_handoff_end(r->q, flat, r->n, NULL);
     if (rc == -E2BIG)
         req_error(r, WIRE_ETOOBIG, "payload too large");
     else if (rc != 0)
@@ -298,7 +324,7 @@ static void many_cb(void *priv, int status, redisReply *reply)
         item_error(r->acc, it->index, wire_error_lookup(reply->str, w),
                    reply->str[w] ? reply->str + w + 1 : reply->str);
     } else {
-        admitted(r, item, reply);
+        admitted(r, item, reply->integer == 1);
         json_array_set_new(r->acc, it->index, json_boolean(reply->integer == 1));
     }
     free(it);
@@ -339,7 +365,7 @@ static void cmd_enqueue_many(struct req *r)
         }
         *it = (struct item){.r = r, .index = i};
         r->outstanding++;
-        int rc = enqueue_item(r, item, group ? group : "", many_cb, it);
+        int rc = enqueue_item(r, item, group ? group : "", 0, many_cb, it);
         if (rc != 0) {
             r->outstanding--;
             free(it);

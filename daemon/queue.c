@@ -5,6 +5,7 @@
  * hands the jobs out round-robin. It also runs the queue's upkeep (reap
  * expired leases, promote due delayed jobs) and coalesces the completions
  * of one loop turn into one script call. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,6 +206,58 @@ static void deliver(struct waiter *w, redisReply **f, long long deadline)
     outbuf_deinit(&line);
 }
 
+/* Give one leased job (five fields of a claim reply) to the first waiter
+ * of its kind that wants one, which then goes to the tail: one job each per
+ * turn, so no worker is favoured. With no one left who asked, the job is
+ * added to *orphans to be given straight back. */
+static void hand_out(struct queue *q, bool flat, uint64_t lease_ms, redisReply **f,
+                     long long deadline, json_t **orphans)
+{
+    struct waiter *w = q->wait_head;
+    while (w != NULL && (w->flat != flat || w->lease_ms != lease_ms || wants(w) == 0))
+        w = w->qnext;
+    if (w == NULL) {
+        *orphans = queue_pair_add(*orphans, f);
+        return;
+    }
+    /* A push past --max-output closes the client, which frees w and
+     * releases its leases, this job's included: w must not be used. */
+    struct client *c = w->c;
+    client_ref(c);
+    deliver(w, f, deadline);
+    bool gone = c->closing;
+    client_unref(c);
+    if (gone)
+        return;
+    /* To the tail while it wants more; a parked claim stays linked until
+     * handed_out answers it; a stream out of credit waits off the list
+     * until credit returns (queue_park). */
+    queue_unpark(w);
+    if (wants(w) > 0 || !w->stream)
+        link_tail(q, w);
+}
+
+/* After hand_out: give back the orphans, make sure the new leases are
+ * reaped on time if the workers let them run out, and answer the parked
+ * claims that got anything. An answer may close its client (past
+ * max-output), which frees that client's other waiters, so after each
+ * answer start again from the head instead of trusting a saved next. */
+static void handed_out(struct queue *q, size_t got, uint64_t lease_ms, json_t *orphans)
+{
+    if (orphans != NULL)
+        queue_release(q, orphans, "consumer gone", false);
+    if (got > 0)
+        queue_due_in(q, lease_ms);
+    for (struct waiter *w = q->wait_head; w != NULL;) {
+        if (!w->stream && w->njobs > 0) {
+            claim_answer(w);
+            w = q->wait_head;
+        } else {
+            w = w->qnext;
+        }
+    }
+}
+
 static void pump_cb(void *priv, int status, redisReply *reply)
 {
     struct pump *p = priv;
@@ -223,55 +276,57 @@ static void pump_cb(void *priv, int status, redisReply *reply)
     long long deadline = reply->element[0]->integer;
     size_t got = (reply->elements - 1) / 5;
     json_t *orphans = NULL;
-
-    /* Round-robin over the waiters of this kind: one job each per turn,
-     * and a served waiter goes to the tail, so no worker is favoured. */
-    for (size_t i = 0; i < got; i++) {
-        redisReply **f = reply->element + 1 + 5 * i;
-        struct waiter *w = q->wait_head;
-        while (w != NULL && (w->flat != flat || w->lease_ms != lease_ms || wants(w) == 0))
-            w = w->qnext;
-        if (w == NULL) {
-            /* Everyone who asked has gone: give the job straight back. */
-            orphans = queue_pair_add(orphans, f);
-            continue;
-        }
-        /* A push past --max-output closes the client, which frees w and
-         * releases its leases, this job's included: w must not be used. */
-        struct client *c = w->c;
-        client_ref(c);
-        deliver(w, f, deadline);
-        bool gone = c->closing;
-        client_unref(c);
-        if (gone)
-            continue;
-        queue_unpark(w);
-        if (wants(w) > 0)
-            link_tail(q, w);
-        else if (!w->stream)
-            link_tail(q, w); /* answered below */
-    }
-    if (orphans != NULL)
-        queue_release(q, orphans, "consumer gone", false);
-    if (got > 0) /* reap on time if the workers let these run out */
-        queue_due_in(q, lease_ms);
-
-    /* Parked claims that got anything are answered now. An answer may
-     * close its client (past max-output), which frees that client's other
-     * waiters, so after each answer start again from the head instead of
-     * trusting a saved next. */
-    for (struct waiter *w = q->wait_head; w != NULL;) {
-        if (!w->stream && w->njobs > 0) {
-            claim_answer(w);
-            w = q->wait_head;
-        } else {
-            w = w->qnext;
-        }
-    }
+    for (size_t i = 0; i < got; i++)
+        hand_out(q, flat, lease_ms, reply->element + 1 + 5 * i, deadline, &orphans);
+    handed_out(q, got, lease_ms, orphans);
     if (got == asked || q->again[flat]) {
         q->again[flat] = false;
         queue_pump(q, flat);
     }
+}
+
+/* How many jobs the waiters of kind flat want (counted up to cap), on the
+ * lease of the first of them (*lease_ms): one claim or hand-off serves
+ * one lease length, so waiters with another wait for the next. */
+static size_t wanted(const struct queue *q, bool flat, size_t cap, uint64_t *lease_ms)
+{
+    size_t n = 0;
+    *lease_ms = 0;
+    for (const struct waiter *w = q->wait_head; w != NULL && n < cap; w = w->qnext) {
+        if (w->flat != flat || wants(w) == 0)
+            continue;
+        if (*lease_ms == 0)
+            *lease_ms = w->lease_ms;
+        if (w->lease_ms == *lease_ms)
+            n += wants(w);
+    }
+    return n;
+}
+
+/* The lease an enqueue may ask the script to hand its job off on (see
+ * lua/enqueue.lua), or 0: only when consumers of the job's kind are parked
+ * here wanting more than the hand-offs already in flight will fill, and no
+ * claim is out (it may be about to take the job itself). */
+uint64_t queue_handoff_begin(struct queue *q, bool flat)
+{
+    if (q->claiming[flat] || q->srv->stopping)
+        return 0;
+    uint64_t lease_ms;
+    size_t n = wanted(q, flat, SIZE_MAX, &lease_ms);
+    if (n <= q->handoffs[flat])
+        return 0;
+    q->handoffs[flat]++;
+    return lease_ms;
+}
+
+void queue_handoff_end(struct queue *q, bool flat, uint64_t lease_ms, redisReply *reply)
+{
+    q->handoffs[flat]--;
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements != 7)
+        return; /* not handed off: queued as usual, and its wake pumps */
+    json_t *orphans = NULL;
+    hand_out(q, flat, lease_ms, reply->element + 2, reply->element[1]->integer, &orphans);
+    handed_out(q, 1, lease_ms, orphans);
 }
 
 void queue_pump(struct queue *q, bool flat)
@@ -282,16 +337,8 @@ void queue_pump(struct queue *q, bool flat)
         q->again[flat] = true; /* a claim is out: look again when it lands */
         return;
     }
-    uint64_t lease_ms = 0;
-    size_t n = 0;
-    for (struct waiter *w = q->wait_head; w != NULL && n < PUMP_MAX; w = w->qnext) {
-        if (w->flat != flat || wants(w) == 0)
-            continue;
-        if (lease_ms == 0)
-            lease_ms = w->lease_ms;
-        if (w->lease_ms == lease_ms)
-            n += wants(w);
-    }
+    uint64_t lease_ms;
+    size_t n = wanted(q, flat, PUMP_MAX, &lease_ms);
     if (n == 0)
         return;
     if (n > PUMP_MAX)

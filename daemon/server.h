@@ -234,6 +234,7 @@ struct queue {
     struct keys keys;
     struct waiter *wait_head, *wait_tail;
     bool claiming[2], again[2]; /* [flat] */
+    size_t handoffs[2];         /* [flat]: enqueues in flight asking for a hand-off */
     bool subscribed;
     uv_timer_t timer; /* reap + promote */
     bool upkeep_busy;
@@ -254,6 +255,13 @@ void queue_park(struct queue *q, struct waiter *w);
 void queue_unpark(struct waiter *w);
 /* Work may be available: claim for the parked consumers. */
 void queue_pump(struct queue *q, bool flat);
+/* An enqueue of a job of kind flat that is due now may ask the script to
+ * lease it straight to a consumer parked here: queue_handoff_begin gives
+ * the lease to ask for (0 = don't ask); every call that returned non-zero
+ * is matched by one queue_handoff_end with the script's reply (NULL when
+ * the call failed), which delivers the job if it was handed off. */
+uint64_t queue_handoff_begin(struct queue *q, bool flat);
+void queue_handoff_end(struct queue *q, bool flat, uint64_t lease_ms, redisReply *reply);
 /* Park a claim that found nothing until work comes or wait_ms passes. */
 int queue_wait_claim(struct queue *q, struct req *r, size_t count, uint64_t lease_ms, bool flat,
                      uint64_t wait_ms);

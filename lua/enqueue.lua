@@ -1,12 +1,43 @@
 -- enqueue: admit one job, idempotently.
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 job id, 3 group ('' = flat), 4 payload (JSON text),
---        5 delay_ms (0 = now), 6 max_attempts (0 = unlimited)
--- Returns 1 (enqueued) or 0 (duplicate: a row exists, nothing changed).
+--        5 delay_ms (0 = now), 6 max_attempts (0 = unlimited),
+--        7 handoff lease_ms (optional; > 0: the caller has a consumer
+--        parked and the job may be leased to it at once, see handoff())
+-- Returns 1 (enqueued) or 0 (duplicate: a row exists, nothing changed), or
+-- when the job was handed off, {1, deadline, id, group, payload, attempt,
+-- token}: enqueued and already leased, the job fields as claim returns.
 -- Errors: EKIND (id not JOB-namespaced), EARG (malformed id or number),
 --         EBRAND (malformed group).
+
+-- Hand a job being admitted (its row written, state pending) straight to a
+-- consumer the calling daemon has parked, on a lease of lease_ms, when a
+-- claim would serve this job next anyway: nothing else is serviceable (the
+-- ring is empty; for a flat job, the flat set is) and its group may run it
+-- now (its lane is empty, so the job would be the head; not paused; under
+-- its ceiling). The job then never touches the lane or the ring, and no
+-- wake is sent: there is nothing left for anyone else to claim. Returns
+-- {deadline, id, group, payload, attempt, token} as claim does, or nil (the
+-- caller queues the job as usual). now: the caller's now_ms().
+local function handoff(id, g, lease_ms, now)
+  if g == '' then
+    if call('ZCARD', K_PENDING) > 0 then return nil end
+  else
+    if call('LLEN', K_RING) > 0 or call('ZCARD', lane_key(g)) > 0 or paused(g) then
+      return nil
+    end
+    local lim = glimit(g)
+    if lim ~= nil and gactive(g) >= lim then return nil end
+    call('SADD', K_GROUPS, g)
+  end
+  local deadline = now + lease_ms
+  local job = lease(id, g, deadline, tostring(call('INCR', K_SEQ)))
+  return {deadline, job[1], job[2], job[3], job[4], job[5]}
+end
+
 local id, g, payload = ARGV[2], ARGV[3], ARGV[4]
 local delay, max = tonumber(ARGV[5]), tonumber(ARGV[6])
+local hand = tonumber(ARGV[7] or '0')
 if string.sub(id, 1, 3) ~= 'JOB' then
   return redis.error_reply('EKIND job id must be JOB-namespaced')
 end
@@ -14,8 +45,8 @@ if not valid_job(id) then return redis.error_reply('EARG malformed job id') end
 if g ~= '' and not valid_group(g) then
   return redis.error_reply('EBRAND malformed group id')
 end
-if not delay or delay < 0 or not max or max < 0 then
-  return redis.error_reply('EARG delay_ms and max_attempts must be non-negative')
+if not delay or delay < 0 or not max or max < 0 or not hand or hand < 0 then
+  return redis.error_reply('EARG delay_ms, max_attempts and lease_ms must be non-negative')
 end
 local row = row_key(id)
 -- Every row has a state, so setting it only where there is none both
@@ -28,6 +59,13 @@ if delay > 0 then
   call('ZADD', K_DELAYED, now + delay, id)
   if g ~= '' then call('SADD', K_GROUPS, g) end
   return 1
+end
+if hand > 0 then
+  local job = handoff(id, g, hand, now)
+  if job then
+    table.insert(job, 1, 1)
+    return job
+  end
 end
 to_backlog(id, g)
 return 1

@@ -1,0 +1,220 @@
+/* Integration: an enqueue that finds a consumer parked on this emqd and
+ * nothing else serviceable hands its job straight to it (one Redis round
+ * trip, no wake, no claim script), within the consumer's credit, and a
+ * consumer that leaves while the hand-off is in flight loses nothing. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <hiredis/hiredis.h>
+#include <jansson.h>
+
+#include "fixture.h"
+
+TestSuite(handoff, .init = fx_setup, .fini = fx_teardown, .timeout = 60);
+
+/* Calls of one Redis command since the server started (0 if never). */
+static long long redis_calls(const char *cmd)
+{
+    redisContext *r = redis_server_connect(&fx_redis);
+    cr_assert_not_null(r);
+    redisReply *info = redisCommand(r, "INFO commandstats");
+    cr_assert(info != NULL && info->type == REDIS_REPLY_STRING);
+    char key[64];
+    snprintf(key, sizeof(key), "cmdstat_%s:calls=", cmd);
+    const char *p = strstr(info->str, key);
+    long long n = p ? atoll(p + strlen(key)) : 0;
+    freeReplyObject(info);
+    redisFree(r);
+    return n;
+}
+
+static json_t *ok_call(struct tc_conn *c, const char *line)
+{
+    json_t *r = tc_call(c, "%s", line);
+    assert_ok(r);
+    return r;
+}
+
+static void check_clean(struct tc_conn *c)
+{
+    json_t *r = ok_call(c, "{\"op\":\"check\",\"queue\":\"h\"}");
+    json_t *v = json_object_get(r, "violations");
+    char *d = json_dumps(v, JSON_COMPACT);
+    cr_assert_eq(json_array_size(v), 0, "invariants violated: %s", d);
+    free(d);
+    json_decref(r);
+}
+
+static void complete(struct tc_conn *c, const json_t *push)
+{
+    json_t *r = tc_call(c, "{\"op\":\"complete\",\"queue\":\"h\",\"job\":\"%s\",\"lease\":\"%s\"}",
+                        jstr(push, "job"), jstr(push, "lease"));
+    assert_ok(r);
+    cr_assert_str_eq(jstr(r, "state"), "completed");
+    json_decref(r);
+}
+
+Test(handoff, a_parked_stream_is_pushed_the_job_without_a_wake_or_a_claim)
+{
+    struct tc_conn *w = fx_conn(), *p = fx_conn();
+    json_decref(ok_call(w, "{\"op\":\"stream\",\"queue\":\"h\",\"credit\":4}"));
+    tc_sleep_ms(200); /* the claim made on parking is back */
+    long long pub0 = redis_calls("publish"), lmove0 = redis_calls("lmove");
+    for (int i = 0; i < 3; i++) {
+        char line[160];
+        snprintf(line, sizeof(line),
+                 "{\"op\":\"enqueue\",\"queue\":\"h\",\"job\":\"JOBg%d\",\"group\":\"TENa\","
+                 "\"payload\":{\"i\":%d}}",
+                 i, i);
+        json_t *r = ok_call(p, line);
+        cr_assert_str_eq(jstr(r, "verdict"), "enqueued");
+        json_decref(r);
+        json_t *push = tc_read(w, 3000);
+        cr_assert_not_null(push, "job %d was not pushed", i);
+        cr_assert_str_eq(jstr(push, "push"), "job");
+        cr_assert_str_eq(jstr(push, "group"), "TENa");
+        cr_assert_eq(jint(json_object_get(push, "payload"), "i"), i, "the payload as sent");
+        cr_assert_eq(jint(push, "attempt"), 1);
+        complete(w, push);
+        json_decref(push);
+    }
+    cr_assert_eq(redis_calls("publish"), pub0, "a hand-off wakes no one");
+    cr_assert_eq(redis_calls("lmove"), lmove0, "and runs no claim");
+    check_clean(p);
+    tc_close(w);
+    tc_close(p);
+}
+
+Test(handoff, a_parked_claim_is_answered_with_a_flat_job)
+{
+    struct tc_conn *w = fx_conn(), *p = fx_conn();
+    const char *claim = "{\"op\":\"claim\",\"queue\":\"h\",\"flat\":true,\"wait_ms\":5000}";
+    cr_assert_eq(tc_send_line(w, claim), 0);
+    tc_sleep_ms(200); /* the claim finds nothing and parks */
+    long long t0 = tc_now_ms();
+    json_decref(ok_call(p, "{\"op\":\"enqueue\",\"queue\":\"h\",\"job\":\"JOBf1\",\"payload\":1}"));
+    json_t *r = tc_read(w, 3000);
+    assert_ok(r);
+    cr_assert_lt(tc_now_ms() - t0, 2000, "answered by the job, not by its wait running out");
+    json_t *jobs = json_object_get(r, "jobs");
+    cr_assert_eq(json_array_size(jobs), 1);
+    json_t *j = json_array_get(jobs, 0);
+    cr_assert_str_eq(jstr(j, "job"), "JOBf1");
+    complete(w, j);
+    json_decref(r);
+    check_clean(p);
+    tc_close(w);
+    tc_close(p);
+}
+
+/* Enqueue JOBc<i> of TENa, as one line (no newline added). */
+static void enqueue_line(char *out, size_t cap, int i)
+{
+    snprintf(out, cap,
+             "{\"op\":\"enqueue\",\"queue\":\"h\",\"job\":\"JOBc%d\",\"group\":\"TENa\","
+             "\"payload\":{}}",
+             i);
+}
+
+Test(handoff, one_at_a_time_the_rest_queue_and_are_served_oldest_first)
+{
+    struct tc_conn *w = fx_conn(), *p = fx_conn();
+    json_decref(ok_call(w, "{\"op\":\"stream\",\"queue\":\"h\",\"credit\":1}"));
+    for (int i = 0; i < 4; i++) {
+        char line[200];
+        enqueue_line(line, sizeof(line), i);
+        json_decref(ok_call(p, line));
+    }
+    for (int i = 0; i < 4; i++) {
+        json_t *push = tc_read(w, 3000);
+        cr_assert_not_null(push, "job %d never came", i);
+        char want[16];
+        snprintf(want, sizeof(want), "JOBc%d", i);
+        cr_assert_str_eq(jstr(push, "job"), want, "the lane is served oldest first");
+        cr_assert_null(tc_read(w, 100), "a second push with credit 1 outstanding");
+        complete(w, push);
+        json_decref(push);
+    }
+    check_clean(p);
+    tc_close(w);
+    tc_close(p);
+}
+
+Test(handoff, pipelined_enqueues_never_push_past_the_credit_or_spend_an_attempt)
+{
+    /* Eight enqueues in one write are all in flight at once over the pool,
+     * in no fixed order at Redis; only one hand-off may be asked for
+     * (credit 1), and a job leased for a stream that is full by the time
+     * it lands goes back with its attempt returned. */
+    struct tc_conn *w = fx_conn(), *p = fx_conn();
+    json_decref(ok_call(w, "{\"op\":\"stream\",\"queue\":\"h\",\"credit\":1}"));
+    char lines[2048] = "";
+    for (int i = 0; i < 8; i++) {
+        char one[200];
+        enqueue_line(one, sizeof(one), i);
+        strcat(lines, one);
+        strcat(lines, "\n");
+    }
+    cr_assert_eq(tc_send(p, lines, strlen(lines)), 0);
+    for (int i = 0; i < 8; i++) {
+        json_t *r = tc_read(p, 3000);
+        assert_ok(r);
+        json_decref(r);
+    }
+    bool seen[8] = {false};
+    for (int i = 0; i < 8; i++) {
+        json_t *push = tc_read(w, 3000);
+        cr_assert_not_null(push, "only %d of 8 jobs came", i);
+        int k = atoi(jstr(push, "job") + 4);
+        cr_assert(k >= 0 && k < 8 && !seen[k], "%s pushed twice", jstr(push, "job"));
+        seen[k] = true;
+        cr_assert_eq(jint(push, "attempt"), 1, "%s: attempt spent", jstr(push, "job"));
+        cr_assert_null(tc_read(w, 50), "a second push with credit 1 outstanding");
+        complete(w, push);
+        json_decref(push);
+    }
+    check_clean(p);
+    tc_close(w);
+    tc_close(p);
+}
+
+Test(handoff, a_consumer_gone_before_its_hand_off_lands_gets_the_job_back_unspent)
+{
+    /* A streaming worker enqueues a job itself and hangs up at once: emqd
+     * reads the EOF while the enqueue (asking for a hand-off to this very
+     * stream) is still at Redis, so the leased job finds no one. It must go
+     * back to its lane with its attempt returned. */
+    struct tc_conn *w = fx_conn();
+    json_decref(ok_call(w, "{\"op\":\"stream\",\"queue\":\"h\",\"credit\":1}"));
+    /* Parking claims once and finds nothing; no hand-off is asked for
+     * while that claim is out (it might take the job itself). */
+    tc_sleep_ms(200);
+    const char *line = "{\"op\":\"enqueue\",\"queue\":\"h\",\"job\":\"JOBgone\","
+                       "\"group\":\"TENa\",\"payload\":{},\"max_attempts\":1}\n";
+    cr_assert_eq(tc_send(w, line, strlen(line)), 0);
+    tc_close(w); /* the FIN follows the line at once */
+
+    struct tc_conn *c = fx_conn();
+    json_t *got = NULL;
+    for (int i = 0; i < 50 && got == NULL; i++) {
+        json_t *cl = ok_call(c, "{\"op\":\"claim\",\"queue\":\"h\"}");
+        json_t *jobs = json_object_get(cl, "jobs");
+        if (json_array_size(jobs) == 1)
+            got = json_incref(json_array_get(jobs, 0));
+        json_decref(cl);
+        if (got == NULL)
+            tc_sleep_ms(50);
+    }
+    cr_assert_not_null(got, "the job was lost");
+    cr_assert_eq(redis_calls("incr"), 1, "the enqueue was handed off (its lease token)");
+    cr_assert_str_eq(jstr(got, "job"), "JOBgone");
+    cr_assert_eq(jint(got, "attempt"), 1,
+                 "max_attempts 1: a lease no one received must not spend the attempt");
+    complete(c, got);
+    json_decref(got);
+    check_clean(c);
+    tc_close(c);
+}
