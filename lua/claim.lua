@@ -14,9 +14,10 @@ if not n or n < 1 or not lease_ms or lease_ms < 1 then
   return redis.error_reply('EARG count and lease_ms must be positive')
 end
 local deadline = now_ms() + lease_ms
+local dl = int(deadline)
 local out = {deadline}
 if call('LLEN', K_RING) == 0 then return out end
-local tok = call('INCRBY', K_SEQ, n) - n
+local tok = call('INCRBY', K_SEQ, int(n)) - n
 local served = 0
 while served < n do
   local g = call('LMOVE', K_RING, K_RING, 'LEFT', 'RIGHT')
@@ -29,7 +30,7 @@ while served < n do
   else
     local id = head[1]
     served = served + 1
-    local job = lease(id, g, deadline, tostring(tok + served))
+    local job = lease(id, g, dl, int(tok + served))
     for i = 1, 5 do out[#out + 1] = job[i] end
     local lim = glimit(g)
     if (lim ~= nil and gactive(g) >= lim) or call('ZCARD', lane) == 0 then

@@ -8,12 +8,13 @@ if not n or n < 1 or not lease_ms or lease_ms < 1 then
 end
 local deadline = now_ms() + lease_ms
 local out = {deadline}
-local popped = call('ZPOPMIN', K_PENDING, n)
+local popped = call('ZPOPMIN', K_PENDING, int(n))
 if #popped == 0 then return out end
 local k = #popped / 2
-local tok = call('INCRBY', K_SEQ, k) - k
+local tok = call('INCRBY', K_SEQ, int(k)) - k
+local dl = int(deadline)
 for i = 1, k do
-  local job = lease(popped[2 * i - 1], '', deadline, tostring(tok + i))
+  local job = lease(popped[2 * i - 1], '', dl, int(tok + i))
   for j = 1, 5 do out[#out + 1] = job[j] end
 end
 return out

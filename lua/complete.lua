@@ -13,7 +13,7 @@ local keep = tonumber(ARGV[2])
 if not keep or keep < 0 or #ARGV < 4 or #ARGV % 2 ~= 0 then
   return redis.error_reply('EARG retention_ms and (job, lease) pairs expected')
 end
-local now = now_ms()
+local now = int(now_ms())
 local out = {}
 for i = 3, #ARGV, 2 do
   local id = ARGV[i]
@@ -33,7 +33,7 @@ for i = 3, #ARGV, 2 do
       call('HSET', row, 'state', 'completed', 'finished_ms', now)
       -- The payload is not needed to answer 'duplicate'; free it now.
       call('HDEL', row, 'lease_until', 'payload')
-      call('PEXPIRE', row, keep)
+      call('PEXPIRE', row, int(keep))
     end
     out[#out + 1] = 'completed'
   end

@@ -31,7 +31,7 @@ local function handoff(id, g, lease_ms, now)
     call('SADD', K_GROUPS, g)
   end
   local deadline = now + lease_ms
-  local job = lease(id, g, deadline, tostring(call('INCR', K_SEQ)))
+  local job = lease(id, g, int(deadline), int(call('INCR', K_SEQ)))
   return {deadline, job[1], job[2], job[3], job[4], job[5]}
 end
 
@@ -53,10 +53,10 @@ local row = row_key(id)
 -- refuses a duplicate and starts the row (one call instead of EXISTS + HSET).
 if call('HSETNX', row, 'state', delay > 0 and 'delayed' or 'pending') == 0 then return 0 end
 local now = now_ms()
-call('HSET', row, 'group', g, 'payload', payload, 'attempts', 0,
-     'max_attempts', max, 'created_ms', now)
+call('HSET', row, 'group', g, 'payload', payload, 'attempts', '0',
+     'max_attempts', int(max), 'created_ms', int(now))
 if delay > 0 then
-  call('ZADD', K_DELAYED, now + delay, id)
+  call('ZADD', K_DELAYED, int(now + delay), id)
   if g ~= '' then call('SADD', K_GROUPS, g) end
   return 1
 end

@@ -13,7 +13,8 @@ if not g then
   return redis.error_reply('ELEASE lease is not current')
 end
 local deadline = now_ms() + lease_ms
-call('ZADD', K_ACTIVE, 'XX', deadline, id)
-if g ~= '' then call('ZADD', lane_active_key(g), 'XX', deadline, id) end
-call('HSET', row_key(id), 'lease_until', deadline)
+local dl = int(deadline)
+call('ZADD', K_ACTIVE, 'XX', dl, id)
+if g ~= '' then call('ZADD', lane_active_key(g), 'XX', dl, id) end
+call('HSET', row_key(id), 'lease_until', dl)
 return deadline

@@ -20,8 +20,8 @@ local f = call('HMGET', row, 'attempts', 'max_attempts')
 local att, max = tonumber(f[1]), tonumber(f[2])
 if dead or (max > 0 and att >= max) then
   call('HDEL', row, 'lease', 'lease_until')
-  call('HSET', row, 'state', 'dead', 'error', reason, 'finished_ms', now)
-  call('ZADD', K_DEAD, now, id)
+  call('HSET', row, 'state', 'dead', 'error', reason, 'finished_ms', int(now))
+  call('ZADD', K_DEAD, int(now), id)
   return 'dead'
 end
 if retry == -1 then
@@ -30,5 +30,5 @@ end
 if retry == 0 then return requeue(id, g, reason, now) end
 call('HDEL', row, 'lease', 'lease_until')
 call('HSET', row, 'state', 'delayed', 'error', reason)
-call('ZADD', K_DELAYED, now + retry, id)
+call('ZADD', K_DELAYED, int(now + retry), id)
 return 'delayed'
