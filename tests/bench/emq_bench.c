@@ -495,6 +495,8 @@ int main(int argc, char **argv)
     }
     if (!b.producers && !b.workers)
         b.jobs = 0;
+    if (!b.producers && b.workers)
+        b.prefill = true; /* drain only: report the drain rate */
     if (b.light)
         b.producers = 1; /* the heavy backlog must be in before the light jobs */
     b.loop = uv_default_loop();
