@@ -1,4 +1,4 @@
-/* fuzz_payload: request_parse's payload fast path against jansson alone
+/* fuzz_payload: request_parse's fast paths against jansson alone
  * (tests/unit/parse_diff.h). The first byte says how the rest is used:
  * as a whole line, as the payload of an enqueue, or as the payload of an
  * enqueue_many's second item, so most runs reach the scanner's strict

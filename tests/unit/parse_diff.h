@@ -1,14 +1,17 @@
-/* parse_diff: the differential check of request_parse's payload fast path,
- * shared by tests/unit/test_payload.c and tests/fuzz/fuzz_payload.c. One
- * line is parsed both ways, request_parse and request_parse_plain (jansson
- * alone), and everything the daemon uses of the result must agree: the
- * code and message, the echoed ref, the op, the tree, and for each payload
- * an enqueue would store, its text (the fast path's kept text, or
- * cmd_payload_text of its tree, against cmd_payload_text of the plain
- * tree). Header-only: each includer is one program. */
+/* parse_diff: the differential check of request_parse's fast paths (a
+ * flat line's tree built without the lexer, canonical payloads kept as
+ * text), shared by tests/unit/test_payload.c and tests/fuzz/fuzz_payload.c.
+ * One line is parsed both ways, request_parse and request_parse_plain
+ * (jansson alone), and everything the daemon uses of the result must
+ * agree: the code and message, the echoed ref, the op, the tree and its
+ * top-level key order, and for each payload an enqueue would store, its
+ * text (the fast path's kept text, or cmd_payload_text of its tree,
+ * against cmd_payload_text of the plain tree). Header-only: each includer
+ * is one program. */
 #ifndef EMQ_TEST_PARSE_DIFF_H
 #define EMQ_TEST_PARSE_DIFF_H
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +70,19 @@ static void diff_payload(struct parse_diff *d, json_t *fast_obj, const json_t *p
     free(p);
 }
 
+/* True when objects a and b list their keys in the same order (unknown
+ * arguments are reported by the first in that order). */
+static bool diff_same_order(const json_t *a, const json_t *b)
+{
+    void *ia = json_object_iter((json_t *)a), *ib = json_object_iter((json_t *)b);
+
+    for (; ia != NULL && ib != NULL;
+         ia = json_object_iter_next((json_t *)a, ia), ib = json_object_iter_next((json_t *)b, ib))
+        if (strcmp(json_object_iter_key(ia), json_object_iter_key(ib)) != 0)
+            return false;
+    return ia == NULL && ib == NULL;
+}
+
 /* Compare the two parses of one line (see the top of this file). */
 static void parse_diff(struct parse_diff *d, const char *line, size_t len)
 {
@@ -99,6 +115,8 @@ static void parse_diff(struct parse_diff *d, const char *line, size_t len)
                 diff_payload(d, json_array_get(fjobs, i), json_array_get(pjobs, i));
         if (d->what[0] == '\0' && !json_equal(copy, plain.root))
             snprintf(d->what, sizeof(d->what), "trees differ");
+        else if (d->what[0] == '\0' && !diff_same_order(fast.root, plain.root))
+            snprintf(d->what, sizeof(d->what), "keys in another order");
         json_decref(copy);
     }
     request_deinit(&fast);

@@ -108,21 +108,35 @@ static void both_ways(const char *line, size_t len, size_t kept)
 #define BOTH(lit, kept) both_ways(lit, sizeof(lit) - 1, kept)
 #define ENQ(payload)    "{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":" payload "}"
 
+/* An enqueue_many of one item with this payload (never a flat line). */
+#define MANY1(payload)                                                                             \
+    "{\"op\":\"enqueue_many\",\"queue\":\"q\",\"jobs\":[{\"payload\":" payload "}]}"
+
+/* A scalar payload: an enqueue of it is a flat line, whose whole tree is
+ * built without jansson's lexer (nothing to keep: the tree is the one
+ * jansson builds, so the stored text is the same); inside enqueue_many the
+ * scanner keeps it. */
+#define SCALAR(payload)                                                                            \
+    do {                                                                                           \
+        BOTH(ENQ(payload), 0);                                                                     \
+        BOTH(MANY1(payload), 1);                                                                   \
+    } while (0)
+
 Test(fast_path, canonical_payloads_are_kept)
 {
     BOTH(ENQ("{\"t\":1,\"p\":\"xxxx\"}"), 1);
-    BOTH(ENQ("null"), 1);
-    BOTH(ENQ("true"), 1);
-    BOTH(ENQ("false"), 1);
-    BOTH(ENQ("0"), 1);
-    BOTH(ENQ("-7"), 1);
-    BOTH(ENQ("\"\""), 1);
+    SCALAR("null");
+    SCALAR("true");
+    SCALAR("false");
+    SCALAR("0");
+    SCALAR("-7");
+    SCALAR("\"\"");
     BOTH(ENQ("{}"), 1);
     BOTH(ENQ("[]"), 1);
     BOTH(ENQ("[1,[2,[3,{}]],\"x\"]"), 1);
-    BOTH(ENQ("9223372036854775807"), 1);
-    BOTH(ENQ("-9223372036854775808"), 1);
-    BOTH(ENQ("\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf \x7f\""), 1);
+    SCALAR("9223372036854775807");
+    SCALAR("-9223372036854775808");
+    SCALAR("\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf \x7f\"");
     BOTH(ENQ("{\"a\":1,\"b\":{\"a\":2},\"ab\":3,\"A\":4}"), 1);
     /* Whitespace and other members around the payload are jansson's. */
     BOTH(" { \"payload\" : {\"k\":[1]} , \"op\" : \"enqueue\" , \"queue\" : \"q\" , "
@@ -202,8 +216,68 @@ Test(fast_path, invalid_lines_are_refused_alike)
     /* Valid JSON, but not a request: the plain checks on the rest still
      * run (a refused line's payloads are not compared, so none count). */
     BOTH("{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":1,\"ref\":[1]}", 0);
-    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":1,\"ref\":\"r\"}", 1);
+    BOTH("{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":{},\"ref\":\"r\"}", 1);
     BOTH("{\"queue\":\"q\",\"payload\":1,\"x\":\"\\\"enqueue\\\"\"}", 0);
+}
+
+/* Lines that are one flat object in compact form (most requests: complete,
+ * extend, claim, stream...) get their tree built without the lexer; it
+ * must be jansson's tree, keys in the same order, and anything else must
+ * take the plain path with the same reply. */
+Test(flat_path, flat_requests_parse_as_jansson_does)
+{
+    BOTH("{\"op\":\"complete\",\"queue\":\"q\",\"job\":\"JOB01\",\"lease\":\"17\"}", 0);
+    BOTH("{\"op\":\"ping\"}", 0);
+    BOTH("{}", 0);
+    BOTH("{\"ref\":null,\"op\":\"x\",\"a\":true,\"b\":false,\"c\":0,\"d\":-1}", 0);
+    BOTH("{\"op\":\"claim\",\"n\":9223372036854775807,\"m\":-9223372036854775808}", 0);
+    BOTH("{\"op\":\"x\",\"k\":\"caf\xc3\xa9 \xf0\x9f\x98\x80 \x7f\",\"\xc3\xa9\":1}", 0);
+    BOTH("{\"op\":\"x\",\"\":\"\",\"ref\":\"\"}", 0);
+    /* Not flat or not compact: the plain path, alike. */
+    BOTH("{\"op\":\"x\",\"n\":-0}", 0);
+    BOTH("{\"op\":\"x\",\"n\":1.5}", 0);
+    BOTH("{\"op\":\"x\",\"s\":\"a\\nb\"}", 0);
+    BOTH("{\"op\":\"x\", \"s\":1}", 0);
+    BOTH("{\"op\":\"x\",\"ref\":[1]}", 0);
+    BOTH("{\"op\":\"x\",\"ref\":{}}", 0);
+    /* Refused alike. */
+    BOTH("{\"op\":\"x\",\"op\":\"y\"}", 0);
+    BOTH("{\"op\":\"x\",\"n\":9223372036854775808}", 0);
+    BOTH("{\"op\":\"x\",\"s\":\"\xff\"}", 0);
+    BOTH("{\"op\":\"x\",\"s\":\"\xc3\"}", 0);
+    BOTH("{\"op\":\"x\"}x", 0);
+    BOTH("{\"op\":\"x\"", 0);
+    BOTH("{\"op\":1}", 0);
+    BOTH("{\"ref\":1}", 0);
+    BOTH("\"op\"", 0);
+    BOTH("7", 0);
+}
+
+Test(flat_path, many_keys_and_their_order)
+{
+    /* 64 keys is the scanner's duplicate-check limit; 65 goes plain. */
+    for (int n = 63; n <= 66; n++) {
+        char line[4096];
+        size_t len = (size_t)snprintf(line, sizeof(line), "{\"op\":\"x\"");
+        for (int k = n - 1; k >= 1; k--)
+            len += (size_t)snprintf(line + len, sizeof(line) - len, ",\"k%02d\":%d", k, k);
+        len += (size_t)snprintf(line + len, sizeof(line) - len, "}");
+        both_ways(line, len, 0);
+
+        struct request req;
+        struct request_error err;
+        cr_assert_eq(request_parse(&req, line, len, &err), 0);
+        const char *key;
+        json_t *v;
+        int expect = n;
+        json_object_foreach(req.root, key, v)
+        {
+            if (strcmp(key, "op") != 0) {
+                cr_assert_eq(json_integer_value(v), --expect, "keys out of order: %s", key);
+            }
+        }
+        request_deinit(&req);
+    }
 }
 
 /* A payload of n nested arrays at depth (the request object is 1; an
