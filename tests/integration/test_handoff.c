@@ -183,19 +183,26 @@ Test(handoff, pipelined_enqueues_never_push_past_the_credit_or_spend_an_attempt)
 
 Test(handoff, a_consumer_gone_before_its_hand_off_lands_gets_the_job_back_unspent)
 {
-    /* A streaming worker enqueues a job itself and hangs up at once: emqd
-     * reads the EOF while the enqueue (asking for a hand-off to this very
-     * stream) is still at Redis, so the leased job finds no one. It must go
+    /* A streaming worker enqueues a job itself and hangs up at once. Redis
+     * holds scripts back for a moment (CLIENT PAUSE WRITE), so emqd surely
+     * reads the EOF while the enqueue, asking for a hand-off to this very
+     * stream, waits at Redis: the leased job then finds no one. It must go
      * back to its lane with its attempt returned. */
     struct tc_conn *w = fx_conn();
     json_decref(ok_call(w, "{\"op\":\"stream\",\"queue\":\"h\",\"credit\":1}"));
     /* Parking claims once and finds nothing; no hand-off is asked for
      * while that claim is out (it might take the job itself). */
     tc_sleep_ms(200);
+    redisContext *r = redis_server_connect(&fx_redis);
+    cr_assert_not_null(r);
+    redisReply *paused = redisCommand(r, "CLIENT PAUSE 500 WRITE");
+    cr_assert(paused != NULL && paused->type == REDIS_REPLY_STATUS, "CLIENT PAUSE refused");
+    freeReplyObject(paused);
+    redisFree(r);
     const char *line = "{\"op\":\"enqueue\",\"queue\":\"h\",\"job\":\"JOBgone\","
                        "\"group\":\"TENa\",\"payload\":{},\"max_attempts\":1}\n";
     cr_assert_eq(tc_send(w, line, strlen(line)), 0);
-    tc_close(w); /* the FIN follows the line at once */
+    tc_close(w);
 
     struct tc_conn *c = fx_conn();
     json_t *got = NULL;
