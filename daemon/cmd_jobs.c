@@ -220,7 +220,8 @@ static void send_line(struct req *r, struct outbuf *line, int rc)
     req_ok_line(r, line);
 }
 
-/* A single enqueue keeps the lease it asked to be handed off on in r->n
+/* Whether a single enqueue's job is ungrouped (served by flat consumers).
+ * Such a request keeps in r->n the lease it asked to be handed off on
  * (0 = it did not ask). */
 static bool enqueue_flat(struct req *r)
 {
