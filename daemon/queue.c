@@ -305,11 +305,12 @@ static size_t wanted(const struct queue *q, bool flat, size_t cap, uint64_t *lea
 
 /* The lease an enqueue may ask the script to hand its job off on (see
  * lua/enqueue.lua), or 0: only when consumers of the job's kind are parked
- * here wanting more than the hand-offs already in flight will fill, and no
- * claim is out (it may be about to take the job itself). */
+ * here wanting more than the hand-offs already in flight will fill, no
+ * claim is out (it may be about to take the job itself), and no pump waits
+ * for the hand-offs out to land (new ones would keep it waiting). */
 uint64_t queue_handoff_begin(struct queue *q, bool flat)
 {
-    if (q->claiming[flat] || q->srv->stopping)
+    if (q->claiming[flat] || q->again[flat] || q->srv->stopping)
         return 0;
     uint64_t lease_ms;
     size_t n = wanted(q, flat, SIZE_MAX, &lease_ms);
@@ -322,19 +323,28 @@ uint64_t queue_handoff_begin(struct queue *q, bool flat)
 void queue_handoff_end(struct queue *q, bool flat, uint64_t lease_ms, redisReply *reply)
 {
     q->handoffs[flat]--;
-    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements != 7)
-        return; /* not handed off: queued as usual, and its wake pumps */
-    json_t *orphans = NULL;
-    hand_out(q, flat, lease_ms, reply->element + 2, reply->element[1]->integer, &orphans);
-    handed_out(q, 1, lease_ms, orphans);
+    /* Not handed off: the job was queued as usual, and its wake pumps. */
+    if (reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == 7) {
+        json_t *orphans = NULL;
+        hand_out(q, flat, lease_ms, reply->element + 2, reply->element[1]->integer, &orphans);
+        handed_out(q, 1, lease_ms, orphans);
+    }
+    if (q->handoffs[flat] == 0 && q->again[flat]) {
+        q->again[flat] = false; /* a pump waited for the hand-offs to land */
+        queue_pump(q, flat);
+    }
 }
 
 void queue_pump(struct queue *q, bool flat)
 {
     if (q->srv->stopping || !pool_up(q->srv->pool))
         return;
-    if (q->claiming[flat]) {
-        q->again[flat] = true; /* a claim is out: look again when it lands */
+    /* One lease path at a time per kind: a claim sent while a hand-off is
+     * out could run first at Redis (another pool connection) and lease an
+     * older job of the lane, yet come back second, so a stream would be
+     * pushed the newer job first. Look again when what is out lands. */
+    if (q->claiming[flat] || q->handoffs[flat] > 0) {
+        q->again[flat] = true;
         return;
     }
     uint64_t lease_ms;

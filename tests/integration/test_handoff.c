@@ -225,3 +225,34 @@ Test(handoff, a_consumer_gone_before_its_hand_off_lands_gets_the_job_back_unspen
     check_clean(c);
     tc_close(c);
 }
+
+Test(handoff, one_stream_sees_a_group_in_id_order_while_jobs_come_one_by_one)
+{
+    /* Hand-offs and claims both lease jobs; if both were out at once they
+     * could land at Redis in one order and come back in the other, and a
+     * stream would see a later job of a lane first. Jobs enqueued one by
+     * one (each waits for its reply) must reach a single stream in order,
+     * whichever path each one takes. */
+    enum { N = 300 };
+    struct tc_conn *w = fx_conn(), *p = fx_conn();
+    json_decref(ok_call(w, "{\"op\":\"stream\",\"queue\":\"h\",\"credit\":1000}"));
+    for (int i = 0; i < N; i++) {
+        char line[200];
+        snprintf(line, sizeof(line),
+                 "{\"op\":\"enqueue\",\"queue\":\"h\",\"job\":\"JOBo%05d\",\"group\":\"TENa\","
+                 "\"payload\":{}}",
+                 i);
+        json_decref(ok_call(p, line));
+    }
+    for (int i = 0; i < N; i++) {
+        json_t *push = tc_read(w, 3000);
+        cr_assert_not_null(push, "job %d never came", i);
+        char want[16];
+        snprintf(want, sizeof(want), "JOBo%05d", i);
+        cr_assert_str_eq(jstr(push, "job"), want, "push %d out of order", i);
+        json_decref(push);
+    }
+    tc_close(w);
+    check_clean(p);
+    tc_close(p);
+}
