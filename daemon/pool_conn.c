@@ -73,8 +73,12 @@ static void poll_cb(uv_poll_t *h, int status, int events)
 {
     struct pool_poll *pp = h->data;
 
-    if (status < 0)
+    if (status < 0) {
+        /* libuv has stopped the handle: forget the set, so the next add
+         * registers it again (poll_update skips an unchanged set). */
         events = pp->events;
+        pp->events = 0;
+    }
     if (pp->ac != NULL && (events & UV_READABLE))
         redisAsyncHandleRead(pp->ac);
     if (pp->ac != NULL && (events & UV_WRITABLE))

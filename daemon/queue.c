@@ -271,7 +271,11 @@ static void pump_cb(void *priv, int status, redisReply *reply)
     if (status != 0 || reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements < 1) {
         if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
             log_error("queue %s: claim failed: %s", q->name, reply->str);
-        return; /* the backend coming back pumps again (server.c) */
+        /* The backend coming back pumps again (server.c), and so does
+         * every upkeep pass; a pump left waiting would also keep
+         * hand-offs off (queue_handoff_begin). */
+        q->again[flat] = false;
+        return;
     }
     long long deadline = reply->element[0]->integer;
     size_t got = (reply->elements - 1) / 5;
@@ -305,16 +309,18 @@ static size_t wanted(const struct queue *q, bool flat, size_t cap, uint64_t *lea
 
 /* The lease an enqueue may ask the script to hand its job off on (see
  * lua/enqueue.lua), or 0: only when consumers of the job's kind are parked
- * here wanting more than the hand-offs already in flight will fill, no
- * claim is out (it may be about to take the job itself), and no pump waits
- * for the hand-offs out to land (new ones would keep it waiting). */
+ * here and nothing else of that kind that leases jobs is out: no claim (it
+ * may be about to take the job itself), no other hand-off, no pump
+ * waiting. Two leasing calls out at once may run at Redis in one order
+ * (on two pool connections) and come back in the other, and a stream
+ * would be pushed a lane's newer job first; one at a time, pushes follow
+ * the leases. */
 uint64_t queue_handoff_begin(struct queue *q, bool flat)
 {
-    if (q->claiming[flat] || q->again[flat] || q->srv->stopping)
+    if (q->claiming[flat] || q->handoffs[flat] > 0 || q->again[flat] || q->srv->stopping)
         return 0;
     uint64_t lease_ms;
-    size_t n = wanted(q, flat, SIZE_MAX, &lease_ms);
-    if (n <= q->handoffs[flat])
+    if (wanted(q, flat, 1, &lease_ms) == 0)
         return 0;
     q->handoffs[flat]++;
     return lease_ms;

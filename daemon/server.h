@@ -234,7 +234,7 @@ struct queue {
     struct keys keys;
     struct waiter *wait_head, *wait_tail;
     bool claiming[2], again[2]; /* [flat] */
-    size_t handoffs[2];         /* [flat]: enqueues in flight asking for a hand-off */
+    size_t handoffs[2];         /* [flat]: enqueues out asking for a hand-off (0 or 1) */
     bool subscribed;
     uv_timer_t timer; /* reap + promote */
     bool upkeep_busy;

@@ -256,3 +256,41 @@ Test(handoff, one_stream_sees_a_group_in_id_order_while_jobs_come_one_by_one)
     check_clean(p);
     tc_close(p);
 }
+
+Test(handoff, a_stream_is_pushed_jobs_in_the_order_they_were_leased)
+{
+    /* Lease tokens count up per queue in the order Redis leases jobs.
+     * Enqueues pipelined over the pool run at Redis in no fixed order, and
+     * some are handed off while others are queued and claimed; whatever
+     * the mix, the pushes to one stream must come in token order (two
+     * leasing calls out at once could come back swapped). */
+    enum { N = 60 };
+    struct tc_conn *w = fx_conn(), *p = fx_conn();
+    json_decref(ok_call(w, "{\"op\":\"stream\",\"queue\":\"h\",\"credit\":1000}"));
+    tc_sleep_ms(200); /* the claim made on parking is back */
+    char lines[N * 128] = "";
+    size_t len = 0;
+    for (int i = 0; i < N; i++)
+        len += (size_t)snprintf(lines + len, sizeof(lines) - len,
+                                "{\"op\":\"enqueue\",\"queue\":\"h\",\"group\":\"TEN%c\","
+                                "\"payload\":%d}\n",
+                                'a' + i % 3, i);
+    cr_assert_eq(tc_send(p, lines, len), 0);
+    for (int i = 0; i < N; i++) {
+        json_t *r = tc_read(p, 3000);
+        assert_ok(r);
+        json_decref(r);
+    }
+    long long last = 0;
+    for (int i = 0; i < N; i++) {
+        json_t *push = tc_read(w, 3000);
+        cr_assert_not_null(push, "only %d of %d jobs came", i, N);
+        long long tok = atoll(jstr(push, "lease"));
+        cr_assert_gt(tok, last, "push %d has lease %lld after %lld", i, tok, last);
+        last = tok;
+        json_decref(push);
+    }
+    tc_close(w);
+    check_clean(p);
+    tc_close(p);
+}
