@@ -1,7 +1,9 @@
 /* Integration: an enqueue that finds a consumer parked on this emqd and
  * nothing else serviceable hands its job straight to it (one Redis round
- * trip, no wake, no claim script), within the consumer's credit, and a
- * consumer that leaves while the hand-off is in flight loses nothing. */
+ * trip, no wake, no claim script), within the consumer's credit; a
+ * consumer that leaves while the hand-off is in flight loses nothing; and
+ * however jobs reach a stream (hand-off or claim), it is pushed them in
+ * the order they were leased. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
