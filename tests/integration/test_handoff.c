@@ -112,13 +112,25 @@ Test(handoff, a_parked_claim_is_answered_with_a_flat_job)
     tc_close(p);
 }
 
-/* Enqueue JOBc<i> of TENa, as one line (no newline added). */
+/* Enqueue JOBc<i> (five digits, so id order is number order) of TENa, as
+ * one line (no newline added). */
 static void enqueue_line(char *out, size_t cap, int i)
 {
     snprintf(out, cap,
-             "{\"op\":\"enqueue\",\"queue\":\"h\",\"job\":\"JOBc%d\",\"group\":\"TENa\","
+             "{\"op\":\"enqueue\",\"queue\":\"h\",\"job\":\"JOBc%05d\",\"group\":\"TENa\","
              "\"payload\":{}}",
              i);
+}
+
+/* Send n request lines in one write and read their n replies, all ok. */
+static void send_pipelined(struct tc_conn *c, const char *lines, size_t len, int n)
+{
+    cr_assert_eq(tc_send(c, lines, len), 0);
+    for (int i = 0; i < n; i++) {
+        json_t *r = tc_read(c, 3000);
+        assert_ok(r);
+        json_decref(r);
+    }
 }
 
 Test(handoff, one_at_a_time_the_rest_queue_and_are_served_oldest_first)
@@ -134,7 +146,7 @@ Test(handoff, one_at_a_time_the_rest_queue_and_are_served_oldest_first)
         json_t *push = tc_read(w, 3000);
         cr_assert_not_null(push, "job %d never came", i);
         char want[16];
-        snprintf(want, sizeof(want), "JOBc%d", i);
+        snprintf(want, sizeof(want), "JOBc%05d", i);
         cr_assert_str_eq(jstr(push, "job"), want, "the lane is served oldest first");
         cr_assert_null(tc_read(w, 100), "a second push with credit 1 outstanding");
         complete(w, push);
@@ -160,12 +172,7 @@ Test(handoff, pipelined_enqueues_never_push_past_the_credit_or_spend_an_attempt)
         strcat(lines, one);
         strcat(lines, "\n");
     }
-    cr_assert_eq(tc_send(p, lines, strlen(lines)), 0);
-    for (int i = 0; i < 8; i++) {
-        json_t *r = tc_read(p, 3000);
-        assert_ok(r);
-        json_decref(r);
-    }
+    send_pipelined(p, lines, strlen(lines), 8);
     bool seen[8] = {false};
     for (int i = 0; i < 8; i++) {
         json_t *push = tc_read(w, 3000);
@@ -240,17 +247,14 @@ Test(handoff, one_stream_sees_a_group_in_id_order_while_jobs_come_one_by_one)
     json_decref(ok_call(w, "{\"op\":\"stream\",\"queue\":\"h\",\"credit\":1000}"));
     for (int i = 0; i < N; i++) {
         char line[200];
-        snprintf(line, sizeof(line),
-                 "{\"op\":\"enqueue\",\"queue\":\"h\",\"job\":\"JOBo%05d\",\"group\":\"TENa\","
-                 "\"payload\":{}}",
-                 i);
+        enqueue_line(line, sizeof(line), i);
         json_decref(ok_call(p, line));
     }
     for (int i = 0; i < N; i++) {
         json_t *push = tc_read(w, 3000);
         cr_assert_not_null(push, "job %d never came", i);
         char want[16];
-        snprintf(want, sizeof(want), "JOBo%05d", i);
+        snprintf(want, sizeof(want), "JOBc%05d", i);
         cr_assert_str_eq(jstr(push, "job"), want, "push %d out of order", i);
         json_decref(push);
     }
@@ -277,12 +281,7 @@ Test(handoff, a_stream_is_pushed_jobs_in_the_order_they_were_leased)
                                 "{\"op\":\"enqueue\",\"queue\":\"h\",\"group\":\"TEN%c\","
                                 "\"payload\":%d}\n",
                                 'a' + i % 3, i);
-    cr_assert_eq(tc_send(p, lines, len), 0);
-    for (int i = 0; i < N; i++) {
-        json_t *r = tc_read(p, 3000);
-        assert_ok(r);
-        json_decref(r);
-    }
+    send_pipelined(p, lines, len, N);
     long long last = 0;
     for (int i = 0; i < N; i++) {
         json_t *push = tc_read(w, 3000);
