@@ -233,8 +233,8 @@ static void enqueue_cb(void *priv, int status, redisReply *reply)
     struct req *r = priv;
     /* Answering may free r: keep what the hand-off needs. */
     struct queue *q = r->q;
-    bool flat = enqueue_flat(r);
     uint64_t handoff_ms = r->n;
+    bool flat = handoff_ms != 0 && enqueue_flat(r);
     if (cmd_failed(r, status, reply)) {
         if (handoff_ms)
             queue_handoff_end(q, flat, handoff_ms, NULL);
