@@ -22,7 +22,7 @@ emq_install_deps() {
             missing+=("$p")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
-    echo "echomq: installing ${missing[*]}" >&2
+    echo "echomq: installing ${missing[*]} (apt-get)" >&2
     local sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
     $sudo apt-get update -qq &&
@@ -30,14 +30,18 @@ emq_install_deps() {
             "${missing[@]}" >/dev/null
 }
 
-# Configure (or reconfigure) a build directory and build it.
+# Configure (or reconfigure) a build directory and build it. Each step
+# says what it does on stderr, so a first build (tens of seconds) is not a
+# silent wait; ninja's own progress follows.
 emq_build() {
     local dir=$1
     shift
     if [ -f "$dir/build.ninja" ]; then
         meson configure "$dir" "$@" >/dev/null
     else
+        echo "echomq: configuring $dir (meson setup)" >&2
         meson setup "$dir" "$@" >/dev/null
     fi
+    echo "echomq: building $dir (ninja)" >&2
     ninja -C "$dir"
 }

@@ -7,6 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
 
+echo "echomq: checking the Debian packages the build needs" >&2
 emq_install_deps
-emq_build build >/dev/null
+# ninja's progress ([n/N] lines) goes to stderr, so a first build shows
+# what it is doing and stdout is emqd's alone.
+emq_build build >&2
+echo "echomq: starting emqd (Ctrl-C stops it)" >&2
 exec build/daemon/emqd "$@"
