@@ -217,12 +217,16 @@ void req_backend_error(struct req *r, int status, const redisReply *reply)
         size_t w = strcspn(reply->str, " ");
         enum wire_error code = wire_error_lookup(reply->str, w);
         const char *msg = reply->str[w] ? reply->str + w + 1 : reply->str;
-        if (code == WIRE_EINTERNAL)
-            log_error("backend error for %s: %s", r->cmd ? r->cmd->name : "-", reply->str);
+        if (code == WIRE_EINTERNAL) {
+            char q[600];
+            log_event(LOG_ERROR, "backend error", "op=%s error=%s", r->cmd ? r->cmd->name : "-",
+                      log_quote(reply->str, q, sizeof(q)));
+        }
         req_error(r, code, "%s", msg);
         return;
     }
-    log_error("unexpected backend reply type %d for %s", reply->type, r->cmd ? r->cmd->name : "-");
+    log_event(LOG_ERROR, "unexpected backend reply", "op=%s type=%d", r->cmd ? r->cmd->name : "-",
+              reply->type);
     req_error(r, WIRE_EINTERNAL, "unexpected backend reply");
 }
 

@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "addr.h"
+#include "log.h"
 #include "pool.h"
 
 #define OFF(field) offsetof(struct config, field)
@@ -16,15 +19,19 @@
  * a typo from becoming a daemon that cannot work (a 0-byte line, a pool
  * of 10000 connections). */
 const struct config_key config_keys[] = {
-    {"listen", CONFIG_STRING, OFF(listen), 0, 0, "127.0.0.1:7711", CONFIG_NONE,
-     "TCP address HOST:PORT ('none' = no TCP)"},
+    {"listen", CONFIG_ADDR, OFF(listen), 0, 0, "127.0.0.1:7711", CONFIG_NONE,
+     "TCP address IP:PORT or localhost:PORT ('none' = no TCP)"},
     {"unix", CONFIG_STRING, OFF(unix_path), 0, 0, "", 0, "also listen on this unix socket"},
     {"allow-insecure", CONFIG_BOOL, OFF(allow_insecure), 0, 1, "false", 0,
      "allow a non-loopback listen without a token"},
     {"token", CONFIG_STRING, OFF(token), 0, 0, "", CONFIG_RELOAD | CONFIG_SECRET,
      "clients must 'hello' with this token ('' = no authentication)"},
-    {"redis", CONFIG_STRING, OFF(redis), 0, 0, "", 0,
-     "redis://[:PASSWORD@]IP:PORT[/DB] or unix:///PATH[?db=N] ('' = embedded)"},
+    {"token-file", CONFIG_STRING, OFF(token_file), 0, 0, "", CONFIG_RELOAD,
+     "read the token from this file instead (re-read on SIGHUP)"},
+    {"redis", CONFIG_URL, OFF(redis), 0, 0, "", 0,
+     "redis://[:PASSWORD@]HOST:PORT[/DB] or unix:///PATH[?db=N] ('' = embedded)"},
+    {"redis-password-file", CONFIG_STRING, OFF(redis_password_file), 0, 0, "", 0,
+     "read the Redis password from this file"},
     {"data-dir", CONFIG_STRING, OFF(data_dir), 0, 0, "emqd-data", 0,
      "the embedded redis-server's directory"},
     {"redis-bin", CONFIG_STRING, OFF(redis_bin), 0, 0, "redis-server", 0,
@@ -34,8 +41,8 @@ const struct config_key config_keys[] = {
      "deadline of one backend call"},
     {"log-level", CONFIG_LEVEL, OFF(log_level), 0, 3, "info", CONFIG_RELOAD,
      "error, warn, info or debug"},
-    {"metrics", CONFIG_STRING, OFF(metrics), 0, 0, "none", CONFIG_NONE,
-     "HOST:PORT serving Prometheus /metrics ('none' = off)"},
+    {"metrics", CONFIG_ADDR, OFF(metrics), 0, 0, "none", CONFIG_NONE,
+     "IP:PORT serving Prometheus /metrics ('none' = off)"},
     {"metrics-groups", CONFIG_SIZE, OFF(metrics_groups), 0, 1000, "10", CONFIG_RELOAD,
      "groups per queue described in /metrics (the deepest)"},
     {"max-clients", CONFIG_SIZE, OFF(max_clients), 1, 1000000, "20000", CONFIG_RELOAD,
@@ -54,8 +61,8 @@ const struct config_key config_keys[] = {
      "close a connection idle this long (0 = never)"},
     {"lease-ms", CONFIG_U64, OFF(lease_ms), 1, 1ULL << 40, "30000", CONFIG_RELOAD,
      "default lease of claim and stream"},
-    {"retention-ms", CONFIG_U64, OFF(retention_ms), 1, 1ULL << 40, DAY_MS, CONFIG_RELOAD,
-     "how long a completed job answers 'duplicate'"},
+    {"retention-ms", CONFIG_U64, OFF(retention_ms), 0, 1ULL << 40, DAY_MS, CONFIG_RELOAD,
+     "how long a completed job answers 'duplicate' (0 = delete at completion)"},
     {"max-attempts", CONFIG_INT, OFF(max_attempts), 0, 1000000, "5", CONFIG_RELOAD,
      "default attempts before a job is dead (0 = unlimited)"},
     {"upkeep-ms", CONFIG_U64, OFF(upkeep_ms), 10, 3600000, "1000", 0,
@@ -135,19 +142,48 @@ const char *config_expected(const struct config_key *k, char *buf, size_t cap)
         return "error, warn, info or debug";
     if (k->type == CONFIG_STRING)
         return "a string";
+    if (k->type == CONFIG_ADDR)
+        return "IP:PORT: an IPv4 address, [IPv6] or localhost, and a port in 1..65535";
+    if (k->type == CONFIG_URL)
+        return "redis://[:PASSWORD@]HOST[:PORT][/DB] or unix:///PATH[?db=N]";
     snprintf(buf, cap, "an integer in %llu..%llu", (unsigned long long)k->min,
              (unsigned long long)k->max);
     return buf;
 }
 
+/* A string that is off ("" or "none" where allowed): nothing to check. */
+static bool unset_text(const struct config_key *k, const char *value)
+{
+    return value[0] == '\0' || ((k->flags & CONFIG_NONE) && strcmp(value, "none") == 0);
+}
+
 int config_set(struct config *c, const struct config_key *k, const char *value)
+{
+    return config_set_why(c, k, value, NULL, 0);
+}
+
+int config_set_why(struct config *c, const struct config_key *k, const char *value, char *why,
+                   size_t cap)
 {
     void *f = field(c, k);
     uint64_t v = 0;
     int rc = 0;
+    char tmp[64], url[1024];
+    struct sockaddr_storage sa;
+    struct pool_config pc = {0};
 
     switch (k->type) {
     case CONFIG_STRING:
+        return set_string(f, k, value);
+    case CONFIG_ADDR:
+        if (!unset_text(k, value) && addr_parse(value, &sa, why, cap) != 0)
+            return -EINVAL;
+        return set_string(f, k, value);
+    case CONFIG_URL:
+        if (!unset_text(k, value) && config_parse_redis(value, &pc, url, sizeof(url)) != 0) {
+            rc = -EINVAL;
+            break;
+        }
         return set_string(f, k, value);
     case CONFIG_SIZE:
     case CONFIG_U64:
@@ -168,7 +204,26 @@ int config_set(struct config *c, const struct config_key *k, const char *value)
         rc = parse_level(value, f);
         break;
     }
+    if (rc == -EINVAL && why != NULL)
+        snprintf(why, cap, "expected %s", config_expected(k, tmp, sizeof(tmp)));
     return rc;
+}
+
+int config_set_origin(struct config *c, const struct config_key *k, const char *origin)
+{
+    size_t i = (size_t)(k - config_keys);
+    char *o = strdup(origin);
+    if (o == NULL)
+        return -ENOMEM;
+    free(c->origin[i]);
+    c->origin[i] = o;
+    return 0;
+}
+
+const char *config_origin(const struct config *c, const struct config_key *k)
+{
+    const char *o = c->origin[k - config_keys];
+    return o != NULL ? o : "default";
 }
 
 void config_defaults(struct config *c)
@@ -179,15 +234,25 @@ void config_defaults(struct config *c)
             abort(); /* a bad default is a bug the unit test catches */
 }
 
+/* Strings of every kind: plain, addresses, URLs. */
+static bool is_string(const struct config_key *k)
+{
+    return k->type == CONFIG_STRING || k->type == CONFIG_ADDR || k->type == CONFIG_URL;
+}
+
 void config_deinit(struct config *c)
 {
     for (size_t i = 0; i < config_nkeys; i++) {
-        if (config_keys[i].type == CONFIG_STRING) {
+        if (is_string(&config_keys[i])) {
             char **slot = field(c, &config_keys[i]);
             free(*slot);
             *slot = NULL;
         }
+        free(c->origin[i]);
+        c->origin[i] = NULL;
     }
+    free(c->redis_password);
+    c->redis_password = NULL;
 }
 
 /* A string setting's text, as the config file would spell it. */
@@ -202,6 +267,8 @@ const char *config_format(const struct config *c, const struct config_key *k, ch
     const void *f = field(c, k);
     switch (k->type) {
     case CONFIG_STRING:
+    case CONFIG_ADDR:
+    case CONFIG_URL:
         snprintf(buf, cap, "%s", string_text(c, k));
         break;
     case CONFIG_SIZE:
@@ -228,7 +295,7 @@ const char *config_format(const struct config *c, const struct config_key *k, ch
  * buffer's end must not go unseen) on reload. */
 bool config_equal(const struct config *a, const struct config *b, const struct config_key *k)
 {
-    if (k->type == CONFIG_STRING)
+    if (is_string(k))
         return strcmp(string_text(a, k), string_text(b, k)) == 0;
     char x[64], y[64];
     return strcmp(config_format(a, k, x, sizeof(x)), config_format(b, k, y, sizeof(y))) == 0;
@@ -236,7 +303,7 @@ bool config_equal(const struct config *a, const struct config *b, const struct c
 
 int config_copy(struct config *dst, const struct config *src, const struct config_key *k)
 {
-    if (k->type == CONFIG_STRING)
+    if (is_string(k))
         return config_set(dst, k, string_text(src, k));
     char buf[64];
     return config_set(dst, k, config_format(src, k, buf, sizeof(buf)));
@@ -270,16 +337,19 @@ static int load_line(struct config *c, char *line, const char *path, int lineno,
         value++;
     }
     const struct config_key *k = config_key_find(name, strlen(name));
-    char why[64];
+    char why[160], where[4200];
     if (k == NULL) {
         snprintf(err, errlen, "%s:%d: unknown key '%s'", path, lineno, name);
         return -EINVAL;
     }
-    int rc = config_set(c, k, value);
+    int rc = config_set_why(c, k, value, why, sizeof(why));
     if (rc == -EINVAL)
-        snprintf(err, errlen, "%s:%d: bad value for '%s': '%s' (expected %s)", path, lineno, name,
-                 (k->flags & CONFIG_SECRET) ? "..." : value, config_expected(k, why, sizeof(why)));
-    else if (rc != 0)
+        snprintf(err, errlen, "%s:%d: bad value for '%s': '%s' (%s)", path, lineno, name,
+                 (k->flags & CONFIG_SECRET) ? "..." : value, why);
+    snprintf(where, sizeof(where), "%s:%d", path, lineno);
+    if (rc == 0)
+        rc = config_set_origin(c, k, where);
+    if (rc != 0 && rc != -EINVAL)
         snprintf(err, errlen, "%s:%d: %s", path, lineno, strerror(-rc));
     return rc;
 }
@@ -317,7 +387,7 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 
 bool config_loopback(const char *listen)
 {
-    return listen == NULL || strncmp(listen, "127.", 4) == 0 || strncmp(listen, "[::1]:", 6) == 0;
+    return addr_loopback(listen);
 }
 
 int config_parse_redis(const char *url, struct pool_config *pc, char *buf, size_t cap)
@@ -365,5 +435,118 @@ int config_parse_redis(const char *url, struct pool_config *pc, char *buf, size_
     if (strcmp(host, "localhost") == 0)
         host = "127.0.0.1";
     pc->host = host;
+    return 0;
+}
+
+/* --- secrets from files ----------------------------------------------------- */
+
+#define SECRET_MAX 4096 /* the longest token hello takes (PROTOCOL.md 5.1) */
+
+/* Read a secret (a token, a password) from path into a new string at *out:
+ * the file's text less one trailing newline. It must be a regular file of
+ * 1..SECRET_MAX bytes with no control bytes or spaces, so that a stray
+ * blank line or a binary file is an error at start and not a token nobody
+ * can type. A file other users may read is allowed but warned about. */
+static int read_secret(const char *path, const char *what, char **out, char *err, size_t errlen)
+{
+    char buf[SECRET_MAX + 2];
+    struct stat st;
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(err, errlen, "cannot read the %s from %s: %s", what, path, strerror(errno));
+        return -EINVAL;
+    }
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    int bad = ferror(f) || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode);
+    fclose(f);
+    if (bad) {
+        snprintf(err, errlen, "cannot read the %s from %s: not a readable regular file", what,
+                 path);
+        return -EINVAL;
+    }
+    if (n > 0 && buf[n - 1] == '\n')
+        n--;
+    if (n > 0 && buf[n - 1] == '\r')
+        n--;
+    buf[n] = '\0';
+    if (n == 0 || n > SECRET_MAX) {
+        snprintf(err, errlen, "the %s in %s must be 1..%d bytes on one line", what, path,
+                 SECRET_MAX);
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((unsigned char)buf[i] <= ' ' || buf[i] == 0x7f) {
+            snprintf(err, errlen, "the %s in %s has a space or a control byte at byte %zu", what,
+                     path, i + 1);
+            return -EINVAL;
+        }
+    }
+    if (st.st_mode & S_IROTH) {
+        char q[600], wq[64];
+        log_event(LOG_WARN, "secret file is readable by every user", "what=%s file=%s",
+                  log_quote(what, wq, sizeof(wq)), log_quote(path, q, sizeof(q)));
+    }
+    if ((*out = strdup(buf)) == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* The credential systemd's LoadCredential= passes as name, or NULL. */
+static const char *credential(const char *name, char *buf, size_t cap)
+{
+    const char *dir = getenv("CREDENTIALS_DIRECTORY");
+    struct stat st;
+    if (dir == NULL || dir[0] == '\0')
+        return NULL;
+    snprintf(buf, cap, "%s/%s", dir, name);
+    return stat(buf, &st) == 0 ? buf : NULL;
+}
+
+int config_finish(struct config *c, char *err, size_t errlen)
+{
+    const struct config_key *tk = config_key_find("token", 5),
+                            *tf = config_key_find("token-file", 10),
+                            *rk = config_key_find("redis", 5),
+                            *pf = config_key_find("redis-password-file", 19);
+    char why[1200], path[4200];
+    struct pool_config pc = {0};
+    char url[1024];
+    int rc = 0;
+
+    if (c->token != NULL && c->token_file != NULL) {
+        snprintf(err, errlen, "%s: token-file and token (%s) are both set: keep one",
+                 config_origin(c, tf), config_origin(c, tk));
+        return -EINVAL;
+    }
+    const char *tpath = c->token_file;
+    if (c->token == NULL && tpath == NULL && (tpath = credential("emqd.token", path, sizeof(path))))
+        log_event(LOG_INFO, "token from a systemd credential", "credential=emqd.token");
+    if (tpath != NULL && (rc = read_secret(tpath, "token", &c->token, why, sizeof(why))) != 0) {
+        snprintf(err, errlen, "%s: %s", c->token_file ? config_origin(c, tf) : "credential", why);
+        return rc;
+    }
+
+    const char *ppath = c->redis_password_file;
+    if (ppath != NULL && c->redis == NULL) {
+        snprintf(err, errlen, "%s: redis-password-file needs redis (the embedded backend has none)",
+                 config_origin(c, pf));
+        return -EINVAL;
+    }
+    if (c->redis != NULL && config_parse_redis(c->redis, &pc, url, sizeof(url)) == 0 &&
+        pc.password != NULL && ppath != NULL) {
+        snprintf(err, errlen, "%s: redis-password-file and a password in redis (%s): keep one",
+                 config_origin(c, pf), config_origin(c, rk));
+        return -EINVAL;
+    }
+    if (ppath == NULL && c->redis != NULL && pc.password == NULL)
+        ppath = credential("emqd.redis-password", path, sizeof(path));
+    if (ppath != NULL &&
+        (rc = read_secret(ppath, "Redis password", &c->redis_password, why, sizeof(why))) != 0) {
+        snprintf(err, errlen, "%s: %s",
+                 c->redis_password_file ? config_origin(c, pf) : "credential", why);
+        return rc;
+    }
     return 0;
 }

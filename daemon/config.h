@@ -9,18 +9,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Most keys any build has; config_nkeys stays below it (a unit test). */
+#define CONFIG_KEYS_MAX 48
+
 /* The settings. Strings are owned by the struct (config_deinit frees them). */
 struct config {
-    char *listen;          /* HOST:PORT for TCP, or NULL for none */
-    char *unix_path;       /* a unix socket to listen on too, or NULL */
-    char *redis;           /* redis://HOST:PORT[/DB], unix:///path; NULL = embedded */
-    char *data_dir;        /* the embedded redis-server's directory */
-    char *redis_bin;       /* the redis-server binary for the embedded backend */
-    char *token;           /* clients must hello with it; NULL = no auth */
-    bool allow_insecure;   /* listen beyond loopback without a token */
-    char *metrics;         /* HOST:PORT of the Prometheus endpoint, or NULL */
-    size_t metrics_groups; /* groups per queue the metrics describe */
-    int log_level;         /* enum log_level */
+    char *listen;              /* HOST:PORT for TCP, or NULL for none */
+    char *unix_path;           /* a unix socket to listen on too, or NULL */
+    char *redis;               /* redis://HOST:PORT[/DB], unix:///path; NULL = embedded */
+    char *redis_password_file; /* the Redis password, read from this file */
+    char *data_dir;            /* the embedded redis-server's directory */
+    char *redis_bin;           /* the redis-server binary for the embedded backend */
+    char *token;               /* clients must hello with it; NULL = no auth */
+    char *token_file;          /* where token is read from (a file or a credential) */
+    bool allow_insecure;       /* listen beyond loopback without a token */
+    char *metrics;             /* HOST:PORT of the Prometheus endpoint, or NULL */
+    size_t metrics_groups;     /* groups per queue the metrics describe */
+    int log_level;             /* enum log_level */
     int pool_size;
     size_t max_line;
     size_t max_payload; /* bytes of one job's payload, as compact JSON */
@@ -34,6 +39,13 @@ struct config {
     uint64_t retention_ms; /* how long a completed row answers 'duplicate' */
     int max_attempts;      /* default for enqueue; 0 = unlimited */
     uint64_t upkeep_ms;    /* longest sleep of the reaper / promoter */
+
+    /* Not settings of their own: what config_finish derived. */
+    char *redis_password; /* from redis-password-file, or NULL */
+    /* Where each key's value came from ("FILE:LINE", "--name", or NULL
+     * for the default), by index in config_keys: errors found after the
+     * file is read still point at the line to fix. */
+    char *origin[CONFIG_KEYS_MAX];
 };
 
 enum config_type {
@@ -43,6 +55,8 @@ enum config_type {
     CONFIG_INT,    /* int */
     CONFIG_BOOL,   /* bool: true/false, yes/no, on/off, 1/0 */
     CONFIG_LEVEL,  /* int: error, warn, info, debug */
+    CONFIG_ADDR,   /* char *: IP:PORT as addr_parse takes it (or "none" with CONFIG_NONE) */
+    CONFIG_URL,    /* char *: a backend URL as config_parse_redis takes it */
 };
 
 enum {
@@ -78,6 +92,27 @@ void config_deinit(struct config *c);
  * refused (nothing changes), or -ENOMEM. */
 int config_set(struct config *c, const struct config_key *k, const char *value);
 
+/* config_set, and on -EINVAL a phrase saying why into why (cap bytes):
+ * what the key expects, or for an address exactly what is wrong. */
+int config_set_why(struct config *c, const struct config_key *k, const char *value, char *why,
+                   size_t cap);
+
+/* Record where k's value came from (copied; "FILE:LINE" or "--name").
+ * 0 or -ENOMEM. */
+int config_set_origin(struct config *c, const struct config_key *k, const char *origin);
+
+/* Where k's value came from, for error messages: "FILE:LINE", "--name"
+ * or "default". */
+const char *config_origin(const struct config *c, const struct config_key *k);
+
+/* After the file and the flags: the checks that span keys, and the
+ * secrets read from their files. token-file (or, when neither token nor
+ * token-file is set and emqd runs under systemd with credentials, the
+ * credential "emqd.token" in $CREDENTIALS_DIRECTORY) sets token;
+ * redis-password-file sets redis_password. Returns 0, or -EINVAL with
+ * "ORIGIN: ..." in err. */
+int config_finish(struct config *c, char *err, size_t errlen);
+
 /* What k accepts, as a phrase for error messages ("an integer in 1..64"). */
 const char *config_expected(const struct config_key *k, char *buf, size_t cap);
 
@@ -96,7 +131,7 @@ bool config_equal(const struct config *a, const struct config *b, const struct c
 /* Copy k's value from src to dst (strings duplicated). 0 or -ENOMEM. */
 int config_copy(struct config *dst, const struct config *src, const struct config_key *k);
 
-/* True if the HOST:PORT listens on loopback only. */
+/* True if the HOST:PORT listens on loopback only (NULL: no listener). */
 bool config_loopback(const char *listen);
 
 /* Parse "redis://[:password@]HOST:PORT[/DB]" or "unix:///path[?db=N]" into

@@ -44,31 +44,20 @@ static void emit(enum log_level level, const char *msg, const char *fields)
             log_quote(msg, q, sizeof(q)), fields[0] ? " " : "", fields);
 }
 
-/* Format fmt; the text is the message (msg NULL) or the fields after msg. */
-__attribute__((format(printf, 3, 0))) static void vlog(enum log_level level, const char *msg,
-                                                       const char *fmt, va_list ap)
-{
-    char text[1024];
-    vsnprintf(text, sizeof(text), fmt, ap);
-    emit(level, msg != NULL ? msg : text, msg != NULL ? text : "");
-}
-
-void log_write(enum log_level level, const char *fmt, ...)
-{
-    va_list ap;
-    if (level > log_threshold)
-        return;
-    va_start(ap, fmt);
-    vlog(level, NULL, fmt, ap);
-    va_end(ap);
-}
-
 void log_event(enum log_level level, const char *msg, const char *fields, ...)
 {
+    char text[1024];
     va_list ap;
     if (level > log_threshold)
         return;
     va_start(ap, fields);
-    vlog(level, msg, fields, ap);
+    vsnprintf(text, sizeof(text), fields, ap);
     va_end(ap);
+    emit(level, msg, text);
+}
+
+void log_msg(enum log_level level, const char *msg)
+{
+    if (level <= log_threshold)
+        emit(level, msg, "");
 }

@@ -3,8 +3,10 @@
  * embedded redis-server it supervises), and runs the loop until SIGTERM /
  * SIGINT. SIGHUP reloads the settings that can change live. systemd hears
  * READY=1 once clients are let in and STOPPING=1 when the stop begins. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,14 +82,16 @@ static int parse_args(int argc, char **argv, struct args *a)
             usage(stdout);
             exit(0);
         } else {
-            usage(stderr);
+            /* getopt has said what was wrong; the full help would scroll
+             * it away. */
+            fprintf(stderr, "try 'emqd --help'\n");
             return -1;
         }
         if (k != NULL && a->nflags < sizeof(a->flags) / sizeof(a->flags[0]))
             a->flags[a->nflags++] = (struct flag){k, k->type == CONFIG_BOOL ? "true" : value};
     }
     if (optind < argc) {
-        fprintf(stderr, "emqd: unexpected argument: %s\n", argv[optind]);
+        fprintf(stderr, "emqd: unexpected argument: %s\ntry 'emqd --help'\n", argv[optind]);
         return -1;
     }
     return 0;
@@ -101,14 +105,19 @@ static int build_config(const struct args *a, struct config *c, char *err, size_
         return -EINVAL;
     for (size_t i = 0; i < a->nflags; i++) {
         const struct flag *f = &a->flags[i];
-        char why[64];
-        if (config_set(c, f->key, f->value) != 0) {
-            snprintf(err, errlen, "bad value for --%s: %s (expected %s)", f->key->name, f->value,
-                     config_expected(f->key, why, sizeof(why)));
+        char why[160], where[80];
+        if (config_set_why(c, f->key, f->value, why, sizeof(why)) != 0) {
+            snprintf(err, errlen, "bad value for --%s: '%s' (%s)", f->key->name,
+                     (f->key->flags & CONFIG_SECRET) ? "..." : f->value, why);
             return -EINVAL;
         }
+        snprintf(where, sizeof(where), "--%s", f->key->name);
+        if (config_set_origin(c, f->key, where) != 0) {
+            snprintf(err, errlen, "out of memory");
+            return -ENOMEM;
+        }
     }
-    return 0;
+    return config_finish(c, err, errlen);
 }
 
 /* The daemon's parts, for the signal and state callbacks. */
@@ -121,6 +130,7 @@ struct emqd {
     uv_signal_t sighup;
     bool ready; /* READY=1 was sent: a reload may say RELOADING / READY */
     char url[1024];
+    char redis_ip[INET6_ADDRSTRLEN]; /* the redis URL's host, resolved */
 };
 
 static void sup_stopped_cb(void *priv)
@@ -135,7 +145,7 @@ static void server_stopped(struct server *s)
         supervise_stop(d->sup, sup_stopped_cb, d);
     d->sup = NULL;
     uv_close((uv_handle_t *)&d->sighup, NULL);
-    log_info("stopped");
+    log_msg(LOG_INFO, "stopped");
 }
 
 static void stop(struct emqd *d)
@@ -187,7 +197,7 @@ static void sighup_cb(uv_signal_t *h, int sig)
     size_t changed = 0;
     (void)sig;
     if (d->srv.stopping) {
-        log_info("SIGHUP while stopping: not reloading");
+        log_msg(LOG_INFO, "SIGHUP while stopping: not reloading");
         return;
     }
     /* Before clients are let in, systemd must not hear READY=1 from here. */
@@ -215,7 +225,8 @@ static void sighup_cb(uv_signal_t *h, int sig)
 static void sup_fail_cb(void *priv, int err)
 {
     struct emqd *d = priv;
-    log_error("embedded redis-server keeps failing (%s): stopping", strerror(-err));
+    log_event(LOG_ERROR, "embedded redis-server keeps failing: stopping", "error=%s",
+              uv_err_name(err));
     d->srv.exit_code = 1;
     stop(d);
 }
@@ -253,10 +264,10 @@ static int check_exposure(const struct config *c)
         return 0;
     }
     if (!c->allow_insecure) {
-        fprintf(stderr,
-                "emqd: refusing to listen on %s without a token "
-                "(set token, or allow-insecure = true)\n",
-                c->listen);
+        log_event(LOG_ERROR,
+                  "refusing to listen on a non-loopback address without a token (set token or "
+                  "token-file, or allow-insecure = true)",
+                  "listen=%s origin=%s", c->listen, config_origin(c, config_key_find("listen", 6)));
         return -1;
     }
     log_event(LOG_WARN, "no token and a non-loopback listen: anyone who can reach it can use it",
@@ -264,29 +275,61 @@ static int check_exposure(const struct config *c)
     return 0;
 }
 
+/* The pool reaches Redis by IP (hiredis would resolve a name with a
+ * blocking getaddrinfo on the loop, at every reconnect): a host name in
+ * the URL is resolved here, once, before the loop runs. A Redis that
+ * moves to another address needs a restart of emqd. */
+static int resolve_redis_host(struct emqd *d, struct pool_config *pc)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    unsigned char bin[sizeof(struct in6_addr)];
+    char q[300];
+    if (inet_pton(AF_INET, pc->host, bin) == 1 || inet_pton(AF_INET6, pc->host, bin) == 1)
+        return 0;
+    int rc = getaddrinfo(pc->host, NULL, &hints, &res);
+    if (rc != 0) {
+        char err[600];
+        snprintf(err, sizeof(err), "%s: cannot resolve the redis host '%s': %s",
+                 config_origin(&d->cfg, config_key_find("redis", 5)), pc->host, gai_strerror(rc));
+        log_event(LOG_ERROR, "bad configuration", "error=%s", log_quote(err, q, sizeof(q)));
+        return -EINVAL;
+    }
+    const void *a = res->ai_family == AF_INET6
+                        ? (const void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr
+                        : (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr;
+    inet_ntop(res->ai_family, a, d->redis_ip, sizeof(d->redis_ip));
+    freeaddrinfo(res);
+    log_event(LOG_INFO, "redis host resolved (once, at start)", "host=%s ip=%s", pc->host,
+              d->redis_ip);
+    pc->host = d->redis_ip;
+    return 0;
+}
+
 static int setup_backend(struct emqd *d, uv_loop_t *loop, struct pool_config *pc)
 {
     const struct config *cfg = &d->cfg;
     if (cfg->redis != NULL) {
-        if (config_parse_redis(cfg->redis, pc, d->url, sizeof(d->url)) != 0) {
-            fprintf(stderr, "emqd: bad redis URL: %s\n", cfg->redis);
+        /* The URL was checked when it was read: this cannot fail. */
+        if (config_parse_redis(cfg->redis, pc, d->url, sizeof(d->url)) != 0)
             return 2;
-        }
-        return 0;
+        if (cfg->redis_password != NULL)
+            pc->password = cfg->redis_password;
+        return pc->unix_path == NULL && resolve_redis_host(d, pc) != 0 ? 2 : 0;
     }
     struct supervise_config sc = {
         .redis_bin = cfg->redis_bin, .data_dir = cfg->data_dir, .fail_cb = sup_fail_cb, .priv = d};
     int rc = supervise_start(loop, &sc, &d->sup);
     if (rc != 0) {
-        fprintf(stderr, "emqd: cannot start the embedded redis-server (%s): %s\n", cfg->redis_bin,
-                uv_strerror(rc));
+        char q[600];
+        log_event(LOG_ERROR, "cannot start the embedded redis-server", "redis_bin=%s error=%s",
+                  log_quote(cfg->redis_bin, q, sizeof(q)), uv_err_name(rc));
         uv_run(loop, UV_RUN_NOWAIT);
         return 1;
     }
     pc->unix_path = supervise_socket(d->sup);
     if (supervise_wait_ready(d->sup, 10000) != 0)
-        log_warn("embedded redis-server is slow to start; connecting as it comes up");
-    log_info("embedded redis-server on %s", pc->unix_path);
+        log_msg(LOG_WARN, "embedded redis-server is slow to start; connecting as it comes up");
+    log_event(LOG_INFO, "embedded redis-server", "socket=%s", pc->unix_path);
     return 0;
 }
 
@@ -312,7 +355,8 @@ int main(int argc, char **argv)
     if (parse_args(argc, argv, &d.args) != 0)
         return 2;
     if (build_config(&d.args, &d.cfg, err, sizeof(err)) != 0) {
-        fprintf(stderr, "emqd: %s\n", err);
+        char q[sizeof(err) + 100];
+        log_event(LOG_ERROR, "bad configuration", "error=%s", log_quote(err, q, sizeof(q)));
         return 2;
     }
     log_threshold = (enum log_level)d.cfg.log_level;
@@ -331,8 +375,8 @@ int main(int argc, char **argv)
     d.srv.stop_done = server_stopped;
     d.srv.ready = ready_cb;
     struct pool *pool;
-    if (pool_new(loop, &pc, &pool) != 0) {
-        fprintf(stderr, "emqd: cannot create the Redis pool\n");
+    if ((rc = pool_new(loop, &pc, &pool)) != 0) {
+        log_event(LOG_ERROR, "cannot create the Redis pool", "error=%s", strerror(-rc));
         return 1;
     }
     /* Listening starts when the backend first answers (server.c). */
@@ -340,10 +384,14 @@ int main(int argc, char **argv)
     signals_start(&d, loop);
     log_event(LOG_INFO, "starting", "version=%s config=%s", EMQ_VERSION,
               d.args.config_path ? d.args.config_path : "none");
+    /* emqd listens only once Redis answers (server.c): say what it waits
+     * for, so a daemon that is not listening yet is not a mystery. */
+    log_event(LOG_INFO, "waiting for redis before listening", "redis=%s listen=%s",
+              pool_where(pool), d.cfg.listen ? d.cfg.listen : "none");
     uv_run(loop, UV_RUN_DEFAULT);
     rc = uv_loop_close(loop);
     if (rc != 0)
-        log_warn("loop closed with handles open: %s", uv_strerror(rc));
+        log_event(LOG_WARN, "loop closed with handles open", "error=%s", uv_err_name(rc));
     config_deinit(&d.cfg);
     return d.srv.exit_code;
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addr.h"
 #include "http.h"
 #include "log.h"
 #include "server.h"
@@ -346,7 +347,7 @@ int metrics_new(struct server *s, const char *addr, struct metrics **out)
 {
     struct sockaddr_storage sa;
     struct metrics *m;
-    int rc = server_parse_addr(addr, &sa);
+    int rc = addr_parse(addr, &sa, NULL, 0) == 0 ? 0 : UV_EINVAL;
     if (rc == 0 && (m = calloc(1, sizeof(*m))) == NULL)
         rc = UV_ENOMEM;
     if (rc == 0) {

@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -446,6 +447,12 @@ int pool_new(uv_loop_t *loop, const struct pool_config *cfg, struct pool **out)
 
     p->loop = loop;
     p->port = cfg->port > 0 ? cfg->port : 6379;
+    if (p->unix_path != NULL)
+        snprintf(p->where, sizeof(p->where), "unix:%s", p->unix_path);
+    else if (strchr(p->host, ':') != NULL) /* IPv6 */
+        snprintf(p->where, sizeof(p->where), "[%s]:%d", p->host, p->port);
+    else
+        snprintf(p->where, sizeof(p->where), "%s:%d", p->host, p->port);
     p->db = cfg->db;
     p->size = cfg->size;
     p->timeout = cfg->timeout_ms > 0 ? cfg->timeout_ms : 2000;
@@ -506,4 +513,9 @@ void pool_stats(const struct pool *p, struct pool_stats *out)
 const char *pool_last_error(const struct pool *p)
 {
     return p->error;
+}
+
+const char *pool_where(const struct pool *p)
+{
+    return p->where;
 }

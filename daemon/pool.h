@@ -118,6 +118,10 @@ void pool_stats(const struct pool *p, struct pool_stats *out);
 /* Why the last connection attempt or connection failed ("" if none). */
 const char *pool_last_error(const struct pool *p);
 
+/* Where the pool connects, for log lines: "IP:PORT", "[IPV6]:PORT" or
+ * "unix:PATH". */
+const char *pool_where(const struct pool *p);
+
 /* Close the pool. New requests are refused (-ESHUTDOWN) from now on; on
  * the next loop turn every pending request's callback runs with
  * POOL_EUNAVAILABLE (replies that arrive first are delivered as usual) and

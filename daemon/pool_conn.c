@@ -40,17 +40,31 @@ static void conn_timer_cb(uv_timer_t *t);
 static void conn_setup(struct pool_conn *c);
 static void conn_down(struct pool_conn *c);
 
-/* Remember why a connection failed, and log it once: a reconnect loop
- * failing the same way again logs at debug level only. */
+/* Remember why a connection failed, and log it with the address: a new
+ * reason at once, the same reason again only every POOL_LOG_EVERY_MS
+ * while it lasts (with the attempts since), so a Redis that stays away is
+ * visible in the log without a line per retry. A Redis still loading its
+ * dataset after a restart is expected: info, not warn. */
 static void pool_set_error(struct pool *p, const char *what, const char *detail)
 {
-    char msg[sizeof(p->error)];
+    char msg[sizeof(p->error)], q[300];
+    uint64_t now = uv_now(p->loop);
+    bool same = false;
 
     snprintf(msg, sizeof(msg), "%s%s%s", what, detail ? ": " : "", detail ? detail : "");
-    if (strcmp(msg, p->error) != 0)
-        log_warn("redis: %s", msg);
-    else
-        log_debug("redis: %s", msg);
+    same = strcmp(msg, p->error) == 0;
+    p->errors_unlogged++;
+    if (!same || now - p->error_logged_ms >= POOL_LOG_EVERY_MS) {
+        bool loading = detail != NULL && strncmp(detail, "LOADING", 7) == 0;
+        log_event(loading ? LOG_INFO : LOG_WARN,
+                  loading ? "redis is loading its dataset; waiting"
+                  : same  ? "redis still unreachable; retrying"
+                          : "redis connection failed; retrying with backoff",
+                  "redis=%s error=%s attempts=%llu", p->where, log_quote(msg, q, sizeof(q)),
+                  (unsigned long long)p->errors_unlogged);
+        p->error_logged_ms = now;
+        p->errors_unlogged = 0;
+    }
     memcpy(p->error, msg, sizeof(msg));
 }
 
@@ -347,6 +361,9 @@ static void conn_ready(struct pool_conn *c)
 
     uv_timer_stop(&c->timer);
     c->backoff = p->backoff_min;
+    /* A failure after this one is news again, even for the same reason. */
+    p->error[0] = '\0';
+    p->errors_unlogged = 0;
     conn_set_state(c, CONN_READY);
     if (c->pubsub)
         for (struct pool_sub *s = p->subs; s != NULL && c->state == CONN_READY; s = s->next)

@@ -91,8 +91,14 @@ struct pool {
     void *done_priv;
     uint64_t rng;
     struct pool_stats stats;
-    char error[128];
+    char error[128];          /* the last failure, as logged */
+    char where[128];          /* the address, for log lines: IP:PORT or unix:PATH */
+    uint64_t error_logged_ms; /* loop time the last failure was logged */
+    uint64_t errors_unlogged; /* failures since then */
 };
+
+/* A failure that repeats is logged again this often while it lasts. */
+#define POOL_LOG_EVERY_MS 10000
 
 /* ---- pool_conn.c --------------------------------------------------------- */
 

@@ -269,8 +269,11 @@ static void pump_cb(void *priv, int status, redisReply *reply)
     q->claiming[flat] = false;
 
     if (status != 0 || reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements < 1) {
-        if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
-            log_error("queue %s: claim failed: %s", q->name, reply->str);
+        if (reply != NULL && reply->type == REDIS_REPLY_ERROR) {
+            char e[600];
+            log_event(LOG_ERROR, "claim failed", "queue=%s error=%s", q->name,
+                      log_quote(reply->str, e, sizeof(e)));
+        }
         /* The backend coming back pumps again (server.c), and so does
          * every upkeep pass; a pump left waiting would also keep
          * hand-offs off (queue_handoff_begin). */
@@ -436,7 +439,8 @@ static void reap_cb(void *priv, int status, redisReply *reply)
     uint64_t n;
     q->reap_next = upkeep_next(q, status == 0 ? reply : NULL, &n);
     if (n > 0)
-        log_info("queue %s: reaped %llu expired leases", q->name, (unsigned long long)n);
+        log_event(LOG_INFO, "reaped expired leases", "queue=%s leases=%llu", q->name,
+                  (unsigned long long)n);
     q->srv->count.reaped += n;
     q->count.reaped += n;
     char max[16];
@@ -580,10 +584,13 @@ void queue_flush_all(struct server *s)
 static void release_cb(void *priv, int status, redisReply *reply)
 {
     json_t *ctx = priv;
+    char e[600];
     if (status != 0 || reply == NULL || reply->type != REDIS_REPLY_ARRAY)
-        log_warn("release of %zu leases failed (%s): they come back when they expire",
-                 (json_array_size(ctx) - 2) / 2,
-                 reply && reply->type == REDIS_REPLY_ERROR ? reply->str : "backend unavailable");
+        log_event(LOG_WARN, "release failed: the leases come back when they expire",
+                  "leases=%zu error=%s", (json_array_size(ctx) - 2) / 2,
+                  log_quote(reply && reply->type == REDIS_REPLY_ERROR ? reply->str
+                                                                      : "backend unavailable",
+                            e, sizeof(e)));
     json_decref(ctx);
 }
 

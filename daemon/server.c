@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "addr.h"
 #include "log.h"
 
 static void flush_cb(uv_check_t *h)
@@ -44,13 +45,19 @@ static void sweep_cb(uv_timer_t *t)
 static void known_queues_cb(void *priv, int status, redisReply *reply)
 {
     struct server *s = priv;
-    if (status != 0 || reply == NULL || reply->type != REDIS_REPLY_ARRAY)
+    if (status != 0 || reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
+        log_event(LOG_WARN, "backend connected, but its queue registry could not be read",
+                  "redis=%s queues=%zu", pool_where(s->pool), s->queues.count);
         return;
+    }
     for (size_t i = 0; i < reply->elements; i++) {
         redisReply *e = reply->element[i];
         if (e->type == REDIS_REPLY_STRING && brand_queue_valid(e->str, e->len))
             server_queue(s, e->str, e->len);
     }
+    /* Logged once the registry is read, so the count is the backend's. */
+    log_event(LOG_INFO, "backend connected", "redis=%s queues=%zu", pool_where(s->pool),
+              s->queues.count);
 }
 
 static void ignore_cb(void *priv, int status, redisReply *reply)
@@ -67,10 +74,10 @@ static void pool_state_cb(void *priv, bool up)
     if (!up) {
         char q[300];
         log_event(LOG_WARN, "backend unreachable: requests answer EUNAVAILABLE until it is back",
-                  "error=%s", log_quote(pool_last_error(s->pool), q, sizeof(q)));
+                  "redis=%s error=%s", pool_where(s->pool),
+                  log_quote(pool_last_error(s->pool), q, sizeof(q)));
         return;
     }
-    log_event(LOG_INFO, "backend connected", "queues=%zu", s->queues.count);
     const char *argv[] = {"SMEMBERS", SERVER_QUEUES_KEY};
     pool_command(s->pool, 2, argv, NULL, known_queues_cb, s);
     /* Clients are let in once the backend first answers, so a request
@@ -158,30 +165,10 @@ static void accept_cb(uv_stream_t *listener, int status)
         log_event(LOG_WARN, "accept failed", "error=%s", uv_err_name(rc));
 }
 
-int server_parse_addr(const char *spec, struct sockaddr_storage *sa)
-{
-    char host[256];
-    const char *colon = strrchr(spec, ':');
-    if (colon == NULL || (size_t)(colon - spec) >= sizeof(host))
-        return UV_EINVAL;
-    memcpy(host, spec, (size_t)(colon - spec));
-    host[colon - spec] = '\0';
-    int port = atoi(colon + 1);
-    char *h = host;
-    if (h[0] == '[') { /* [::1]:7711 */
-        h++;
-        h[strlen(h) - 1] = '\0';
-    }
-    if (uv_ip4_addr(h, port, (struct sockaddr_in *)sa) != 0 &&
-        uv_ip6_addr(h, port, (struct sockaddr_in6 *)sa) != 0)
-        return UV_EINVAL;
-    return 0;
-}
-
 static int listen_tcp(struct server *s, const char *spec)
 {
     struct sockaddr_storage sa;
-    if (server_parse_addr(spec, &sa) != 0)
+    if (addr_parse(spec, &sa, NULL, 0) != 0) /* checked when the settings were read */
         return UV_EINVAL;
     uv_tcp_init(s->loop, &s->tcp);
     s->tcp.data = s;

@@ -81,8 +81,6 @@ struct server {
 
 int server_init(struct server *s, uv_loop_t *loop, const struct config *cfg);
 int server_listen(struct server *s);
-/* Parse IP:PORT or [IPv6]:PORT (no names: nothing may block). 0 or UV_EINVAL. */
-int server_parse_addr(const char *spec, struct sockaddr_storage *sa);
 void server_attach_pool(struct server *s, struct pool *p);
 /* Stop accepting and handing out work, flush, close everything; the loop
  * then ends by itself. */

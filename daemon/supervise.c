@@ -15,6 +15,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "log.h"
+
 /* Where the supervisor is in the child's life. */
 enum supervise_state {
     SUPERVISE_RUNNING,  /* a child was spawned (or a spawn is being retried) */
@@ -189,14 +191,15 @@ static void stop_finish(struct supervise *s)
 }
 
 /* Describe how the last child ended, for a log line. */
+/* How the child ended, as logfmt fields. */
 static void describe_end(const struct supervise *s, char *buf, size_t size)
 {
     if (s->spawn_err != 0)
-        snprintf(buf, size, "could not be spawned: %s", uv_strerror(s->spawn_err));
+        snprintf(buf, size, "spawn_error=%s", uv_err_name(s->spawn_err));
     else if (s->term_signal != 0)
-        snprintf(buf, size, "exited (signal %d)", s->term_signal);
+        snprintf(buf, size, "signal=%d", s->term_signal);
     else
-        snprintf(buf, size, "exited (status %lld)", (long long)s->exit_status);
+        snprintf(buf, size, "status=%lld", (long long)s->exit_status);
 }
 
 /* The child is gone and proc closed, unasked: restart it after a backoff,
@@ -213,15 +216,15 @@ static void restart_later(struct supervise *s)
         s->delay_ms = s->restart_min_ms;
     }
     if (s->fast_fails >= SUPERVISE_FAST_LIMIT) {
-        fprintf(stderr, "emqd: embedded redis-server %s, %u times in a row at start; giving up\n",
-                what, s->fast_fails);
+        log_event(LOG_ERROR, "embedded redis-server keeps dying at start; giving up",
+                  "%s in_a_row=%u", what, s->fast_fails);
         s->state = SUPERVISE_FAILED;
         if (s->fail_cb != NULL)
             s->fail_cb(s->fail_priv, s->spawn_err != 0 ? s->spawn_err : -ECHILD);
         return;
     }
-    fprintf(stderr, "emqd: embedded redis-server %s, restarting in %llu ms\n", what,
-            (unsigned long long)s->delay_ms);
+    log_event(LOG_WARN, "embedded redis-server ended; restarting it", "%s restart_in_ms=%llu", what,
+              (unsigned long long)s->delay_ms);
     s->state = SUPERVISE_WAITING;
     uv_timer_start(&s->restart_timer, restart_timer_cb, s->delay_ms, 0);
     s->delay_ms = s->delay_ms * 2 > s->restart_max_ms ? s->restart_max_ms : s->delay_ms * 2;
@@ -266,8 +269,8 @@ static void kill_timer_cb(uv_timer_t *t)
 
     if (!s->child_alive)
         return;
-    fprintf(stderr, "emqd: embedded redis-server did not stop within %llu ms, killing it\n",
-            (unsigned long long)s->grace_ms);
+    log_event(LOG_WARN, "embedded redis-server did not stop in time; killing it", "grace_ms=%llu",
+              (unsigned long long)s->grace_ms);
     uv_process_kill(&s->proc, SIGKILL);
 }
 
@@ -388,8 +391,8 @@ static int stop_orphan(struct supervise *s)
     pid_t pid = orphan_pid(s);
     if (pid == 0)
         return -EADDRINUSE;
-    fprintf(stderr, "emqd: stopping redis-server pid %ld left running by an emqd that died\n",
-            (long)pid);
+    log_event(LOG_WARN, "stopping a redis-server left running by an emqd that died", "pid=%ld",
+              (long)pid);
     kill(pid, SIGTERM);
     bool killed = false;
     for (uint64_t waited = 0; alive(pid); waited += 10) {
@@ -407,6 +410,7 @@ static int stop_orphan(struct supervise *s)
 int supervise_start(uv_loop_t *loop, const struct supervise_config *cfg, struct supervise **out)
 {
     struct supervise *s = NULL;
+    char q[600];
     int err;
 
     *out = NULL;
@@ -415,11 +419,13 @@ int supervise_start(uv_loop_t *loop, const struct supervise_config *cfg, struct 
         return err;
     err = lock_dir(s);
     if (err != 0) {
-        fprintf(stderr, "emqd: %s is in use by another emqd (%s)\n", s->dir, strerror(-err));
+        log_event(LOG_ERROR, "data-dir is in use by another emqd", "data_dir=%s error=%s",
+                  log_quote(s->dir, q, sizeof(q)), uv_err_name(err));
         goto err_free;
     }
     if (socket_live(s->sock) && (err = stop_orphan(s)) != 0) {
-        fprintf(stderr, "emqd: a server that is not ours listens on %s\n", s->sock);
+        log_event(LOG_ERROR, "a server that is not ours listens on the embedded socket",
+                  "socket=%s", log_quote(s->sock, q, sizeof(q)));
         goto err_free;
     }
     s->loop = loop;
@@ -429,8 +435,8 @@ int supervise_start(uv_loop_t *loop, const struct supervise_config *cfg, struct 
     s->kill_timer.data = s;
     err = spawn(s);
     if (err != 0) {
-        fprintf(stderr, "emqd: cannot start embedded redis-server %s: %s\n", s->bin,
-                uv_strerror(err));
+        log_event(LOG_ERROR, "cannot start the embedded redis-server", "redis_bin=%s error=%s",
+                  log_quote(s->bin, q, sizeof(q)), uv_err_name(err));
         goto err_close;
     }
     *out = s;

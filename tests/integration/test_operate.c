@@ -1,5 +1,7 @@
 /* Operating emqd: the config file and flags, SIGHUP reload, start-up
- * refusals, every limit hit once, the idle timeout, the metrics endpoint
+ * refusals (addresses checked when read, FILE:LINE), secrets from files
+ * and systemd credentials, retention 0, what the log says while Redis is
+ * away, every limit hit once, the idle timeout, the metrics endpoint
  * (checked by promtool when it is installed), and sd_notify. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -10,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -117,8 +120,9 @@ Test(operate, no_token_refuses_a_non_loopback_listen)
 {
     char out[4096];
     cr_assert_eq(run_emqd("--listen 0.0.0.0:1 --redis redis://127.0.0.1:1", out, sizeof(out)), 2);
-    cr_assert(strstr(out, "refusing to listen on 0.0.0.0:1 without a token") != NULL, "got: %s",
-              out);
+    cr_assert(strstr(out, "refusing to listen on a non-loopback address without a token") != NULL,
+              "got: %s", out);
+    cr_assert(strstr(out, "listen=0.0.0.0:1 origin=--listen") != NULL, "got: %s", out);
 }
 
 /* Redirect this process's stderr (emqd inherits it) into a file. */
@@ -563,4 +567,241 @@ Test(operate, sighup_before_ready_neither_kills_nor_says_ready)
     cr_assert_eq(emqd_stop(&fx_emqd), 0);
     close(fd);
     unlink(path);
+}
+
+/* --- settings an operator gets wrong or needs ----------------------------- */
+
+/* How long to wait for an event before the test fails: generous, so a
+ * slow machine (ASan, a loaded core) waits longer rather than fails. */
+#define EVENT_DEADLINE_MS 30000
+
+/* Wait until the log file has needle; asserts at the deadline. */
+static void await_log(const char *path, const char *needle)
+{
+    long long end = tc_now_ms() + EVENT_DEADLINE_MS;
+    while (!file_has(path, needle)) {
+        cr_assert_lt(tc_now_ms(), end, "never logged: %s", needle);
+        tc_sleep_ms(10);
+    }
+}
+
+/* Start the fixture's redis and emqd with emqd's stderr in the file
+ * capture_stderr makes (path into log). emqd listens only once Redis
+ * answers, so the backend is up when this returns. */
+static void start_logged(char *log, const char *const *extra)
+{
+    cr_assert_eq(redis_server_start(&fx_redis, NULL), 0);
+    int saved = capture_stderr(log);
+    int rc = emqd_start(&fx_emqd, fx_redis.port, extra);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    cr_assert_eq(rc, 0, "emqd did not start");
+}
+
+/* hello with token on a new connection: the connection, authenticated. */
+static struct tc_conn *hello_conn(const char *token)
+{
+    struct tc_conn *c = fx_conn();
+    assert_err_free(tc_call(c, "{\"op\":\"depth\",\"queue\":\"t\"}"), "EAUTH");
+    json_decref(OK(c, "{\"op\":\"hello\",\"protocol\":1,\"token\":\"%s\"}", token));
+    return c;
+}
+
+/* Each address mistake is refused when the settings are read, naming
+ * FILE:LINE, with exit code 2 and before anything starts. */
+Test(operate, bad_addresses_stop_startup_at_their_line)
+{
+    static const struct {
+        const char *line, *says;
+    } cases[] = {
+        {"listen = 127.0.0.1:99999", "the port is not in 1..65535"},
+        {"listen = 127.0.0.1", "no ':PORT'"},
+        {"listen = 999.1.1.1:7712", "names are not resolved"},
+        {"listen = myhost:7712", "names are not resolved"},
+        {"metrics = 9711", "no ':PORT'"},
+        {"metrics = 127.0.0.1:0", "the port is not in 1..65535"},
+        {"redis = redis://1.2.3.4:99999", "bad value for 'redis'"},
+    };
+    char path[32], text[256], args[128], out[4096], want[64];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+        snprintf(text, sizeof(text), "# a comment\n%s\n", cases[i].line);
+        write_temp(path, text);
+        snprintf(args, sizeof(args), "--config %s", path);
+        cr_assert_eq(run_emqd(args, out, sizeof(out)), 2, "%s: %s", cases[i].line, out);
+        snprintf(want, sizeof(want), "%s:2: ", path);
+        cr_assert(strstr(out, want) != NULL, "%s: no FILE:LINE in %s", cases[i].line, out);
+        cr_assert(strstr(out, cases[i].says) != NULL, "%s: %s", cases[i].line, out);
+        cr_assert(strstr(out, "msg=starting") == NULL, "%s: it started: %s", cases[i].line, out);
+        unlink(path);
+    }
+}
+
+/* A Redis host name is resolved at start; one that does not resolve is
+ * an error naming where it was set, not "cannot create the pool". */
+Test(operate, an_unresolvable_redis_host_is_named)
+{
+    char path[32], args[128], out[4096], want[128];
+    write_temp(path, "redis = redis://no-such-host.invalid:6379\n");
+    snprintf(args, sizeof(args), "--config %s --listen 127.0.0.1:%d", path, test_free_port());
+    cr_assert_eq(run_emqd(args, out, sizeof(out)), 2, "%s", out);
+    snprintf(want, sizeof(want), "%s:1: cannot resolve the redis host 'no-such-host.invalid'",
+             path);
+    cr_assert(strstr(out, want) != NULL, "%s", out);
+    unlink(path);
+}
+
+/* localhost in the Redis URL reaches the fixture's Redis, and localhost
+ * counts as loopback for listen (no token needed). */
+Test(operate, localhost_is_taken_for_redis_and_listen)
+{
+    char redis[64], listen[64], log[40];
+    cr_assert_eq(redis_server_start(&fx_redis, NULL), 0);
+    snprintf(redis, sizeof(redis), "redis://localhost:%d", fx_redis.port);
+    fx_emqd.port = test_free_port();
+    snprintf(listen, sizeof(listen), "localhost:%d", fx_emqd.port);
+    /* These flags come after emqd_restart's own and win over them. */
+    const char *const extra[] = {"--redis", redis, "--listen", listen, NULL};
+    int saved = capture_stderr(log);
+    int rc = emqd_restart(&fx_emqd, 0, extra);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    cr_assert_eq(rc, 0, "emqd did not listen on localhost");
+    cr_assert(file_has(log, "msg=\"backend connected\" redis=127.0.0.1:"), "reached Redis");
+    cr_assert_not(file_has(log, "refusing"));
+    unlink(log);
+}
+
+/* token-file: the token comes from the file, and SIGHUP re-reads it. */
+Test(operate, token_file_is_read_and_reloaded)
+{
+    char tok[32], log[40];
+    write_temp(tok, "first-token\n");
+    const char *const extra[] = {"--token-file", tok, NULL};
+    start_logged(log, extra);
+    tc_close(hello_conn("first-token"));
+
+    FILE *f = fopen(tok, "w");
+    fputs("second-token\n", f);
+    fclose(f);
+    cr_assert_eq(kill(fx_emqd.pid, SIGHUP), 0);
+    await_log(log, "key=token value=(hidden)");
+    struct tc_conn *c = fx_conn();
+    assert_err_free(tc_call(c, "{\"op\":\"hello\",\"protocol\":1,\"token\":\"first-token\"}"),
+                    "EAUTH");
+    tc_close(c);
+    tc_close(hello_conn("second-token"));
+    cr_assert_not(file_has(log, "first-token"), "a token is never logged");
+    cr_assert_not(file_has(log, "second-token"), "a token is never logged");
+    unlink(tok);
+    unlink(log);
+}
+
+/* What the unit's LoadCredential= gives: $CREDENTIALS_DIRECTORY with
+ * emqd.token in it, used when the config sets no token. */
+Test(operate, systemd_credentials_are_used)
+{
+    char dir[] = "/tmp/emq-cred-XXXXXX", path[64], log[40];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/emqd.token", dir);
+    FILE *f = fopen(path, "w");
+    fputs("cred-token", f);
+    fclose(f);
+    chmod(path, 0600);
+    setenv("CREDENTIALS_DIRECTORY", dir, 1);
+    start_logged(log, NULL);
+    unsetenv("CREDENTIALS_DIRECTORY");
+    tc_close(hello_conn("cred-token"));
+    cr_assert(file_has(log, "msg=\"token from a systemd credential\""));
+    unlink(path);
+    rmdir(dir);
+    unlink(log);
+}
+
+/* redis-password-file: emqd AUTHs with the file's password (a wrong or
+ * missing one would keep the pool from ever connecting). */
+Test(operate, redis_password_file_authenticates)
+{
+    char pw[32];
+    cr_assert_eq(redis_server_start(&fx_redis, NULL), 0);
+    redisContext *rc = redis_server_connect(&fx_redis);
+    cr_assert_not_null(rc);
+    freeReplyObject(redisCommand(rc, "CONFIG SET requirepass %s", "hunter2-pw"));
+    redisFree(rc);
+    write_temp(pw, "hunter2-pw\n");
+    const char *const extra[] = {"--redis-password-file", pw, NULL};
+    cr_assert_eq(emqd_start(&fx_emqd, fx_redis.port, extra), 0, "emqd authenticated to Redis");
+    struct tc_conn *c = fx_conn();
+    json_decref(OK(c, "{\"op\":\"depth\",\"queue\":\"pw\"}"));
+    tc_close(c);
+    unlink(pw);
+}
+
+/* retention-ms = 0 (PROTOCOL.md 6.5): the row goes at completion, so the
+ * job is unknown afterwards and its id can be enqueued again. */
+Test(operate, retention_zero_deletes_at_completion)
+{
+    const char *const extra[] = {"--retention-ms", "0", NULL};
+    fx_start(extra);
+    struct tc_conn *c = fx_conn();
+    json_t *r = OK(c, "{\"op\":\"enqueue\",\"queue\":\"r0\",\"group\":\"TENa\",\"payload\":1}");
+    char id[64];
+    snprintf(id, sizeof(id), "%s", jstr(r, "job"));
+    json_decref(r);
+    json_t *cl = tc_call(c, "{\"op\":\"claim\",\"queue\":\"r0\",\"count\":1}");
+    json_t *job = json_array_get(claim_jobs(cl), 0);
+    cr_assert_not_null(job);
+    json_decref(OK(c, "{\"op\":\"complete\",\"queue\":\"r0\",\"job\":\"%s\",\"lease\":\"%s\"}", id,
+                   jstr(job, "lease")));
+    json_decref(cl);
+    assert_err_free(tc_call(c, "{\"op\":\"job\",\"queue\":\"r0\",\"job\":\"%s\"}", id), "ENOJOB");
+    r = OK(c,
+           "{\"op\":\"enqueue\",\"queue\":\"r0\",\"group\":\"TENa\",\"job\":\"%s\",\"payload\":2}",
+           id);
+    cr_assert_str_eq(jstr(r, "verdict"), "enqueued", "no row is left to answer duplicate");
+    json_decref(r);
+    tc_close(c);
+}
+
+/* While Redis is unreachable emqd says where it connects and that it
+ * keeps trying; once it connects it counts the queues the registry holds
+ * (not the zero it knew before reading it). */
+Test(operate, the_log_says_what_emqd_waits_for)
+{
+    const char *const aof[] = {"--appendonly", "yes", "--appendfsync", "always", NULL};
+    char log[40], needle[160], redis[64], listen[64];
+    cr_assert_eq(redis_server_start(&fx_redis, aof), 0);
+    redisContext *rc = redis_server_connect(&fx_redis);
+    cr_assert_not_null(rc);
+    freeReplyObject(redisCommand(rc, "SADD emq:queues qa qb"));
+    redisFree(rc);
+    redis_server_kill(&fx_redis); /* its port is free now; its AOF stays */
+
+    snprintf(redis, sizeof(redis), "redis://127.0.0.1:%d", fx_redis.port);
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", test_free_port());
+    /* Started by hand: emqd_start waits for the listener, which opens only
+     * once Redis answers. */
+    int saved = capture_stderr(log);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        execl(getenv("EMQD"), "emqd", "--redis", redis, "--listen", listen, (char *)NULL);
+        _exit(127);
+    }
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    fx_emqd.pid = pid;
+    snprintf(needle, sizeof(needle),
+             "msg=\"waiting for redis before listening\" redis=127.0.0.1:%d", fx_redis.port);
+    await_log(log, needle);
+    snprintf(needle, sizeof(needle),
+             "msg=\"redis connection failed; retrying with backoff\" redis=127.0.0.1:%d",
+             fx_redis.port);
+    await_log(log, needle);
+
+    cr_assert_eq(redis_server_restart(&fx_redis, aof), 0);
+    snprintf(needle, sizeof(needle), "msg=\"backend connected\" redis=127.0.0.1:%d queues=2",
+             fx_redis.port);
+    await_log(log, needle);
+    await_log(log, "msg=ready");
+    unlink(log);
 }

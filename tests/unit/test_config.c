@@ -63,6 +63,7 @@ Test(config, table_invariants)
 {
     struct config c;
     config_defaults(&c); /* aborts on a default its own key refuses */
+    cr_assert_leq(config_nkeys, CONFIG_KEYS_MAX, "origins are kept for every key");
     for (size_t i = 0; i < config_nkeys; i++) {
         const struct config_key *k = &config_keys[i];
         cr_assert(k->name[0] != '\0' &&
@@ -205,4 +206,194 @@ Test(config, long_strings_compare_and_copy_whole)
     config_deinit(&a);
     config_deinit(&b);
     free(t);
+}
+
+/* --- addresses -------------------------------------------------------------- */
+
+/* listen and metrics take the same forms, and refuse the same mistakes
+ * when the settings are read, before anything starts. */
+Test(config, addresses_are_checked_when_read)
+{
+    const char *good[] = {"127.0.0.1:7711", "[::1]:7711", "localhost:7712", "0.0.0.0:1",
+                          "10.1.2.3:65535"};
+    const char *bad[] = {"127.0.0.1:99999", "127.0.0.1:0", "127.0.0.1", "9711",
+                         "999.1.1.1:7712",  "myhost:7711", ":7711",     "127.0.0.1:",
+                         "127.0.0.1:7a",    "[::1:7711",   "[zz]:7711", "127.0.0.1:-1"};
+    const char *names[] = {"listen", "metrics"};
+    struct config c;
+    char why[160];
+    config_defaults(&c);
+    for (size_t n = 0; n < 2; n++) {
+        const struct config_key *k = config_key_find(names[n], strlen(names[n]));
+        for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++)
+            cr_assert_eq(config_set_why(&c, k, good[i], why, sizeof(why)), 0, "%s = %s: %s",
+                         names[n], good[i], why);
+        config_set(&c, k, "127.0.0.1:5");
+        for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+            why[0] = '\0';
+            cr_assert_eq(config_set_why(&c, k, bad[i], why, sizeof(why)), -EINVAL,
+                         "%s = %s accepted", names[n], bad[i]);
+            cr_assert(why[0] != '\0', "%s = %s: no reason given", names[n], bad[i]);
+        }
+        char buf[64];
+        cr_assert_str_eq(config_format(&c, k, buf, sizeof(buf)), "127.0.0.1:5",
+                         "a refused address changes nothing");
+    }
+    config_set_why(&c, config_key_find("listen", 6), "127.0.0.1:99999", why, sizeof(why));
+    cr_assert(strstr(why, "1..65535") != NULL, "says the port range: %s", why);
+    config_set_why(&c, config_key_find("listen", 6), "myhost:7711", why, sizeof(why));
+    cr_assert(strstr(why, "names are not resolved") != NULL, "says names are not taken: %s", why);
+    config_deinit(&c);
+}
+
+Test(config, the_redis_url_is_checked_when_read)
+{
+    struct config c;
+    char err[512];
+    config_defaults(&c);
+    const struct config_key *k = config_key_find("redis", 5);
+    cr_assert_eq(config_set(&c, k, "redis://myredis:6379"), 0, "a host name is taken");
+    cr_assert_eq(config_set(&c, k, "redis://1.2.3.4:0"), -EINVAL);
+    cr_assert_str_eq(c.redis, "redis://myredis:6379", "a refused URL changes nothing");
+    cr_assert_eq(load_text("\nredis = redis://1.2.3.4:99999\n", &c, err, sizeof(err)), -EINVAL);
+    cr_assert(strstr(err, ":2: bad value for 'redis'") != NULL, "%s", err);
+    config_deinit(&c);
+}
+
+Test(config, localhost_is_loopback)
+{
+    cr_assert(config_loopback("localhost:7712"));
+    cr_assert(config_loopback("127.9.9.9:7712"));
+    cr_assert_not(config_loopback("128.0.0.1:7712"));
+}
+
+/* PROTOCOL.md 6.5 and 5.8 define retention 0: delete at completion. */
+Test(config, retention_zero_is_allowed)
+{
+    struct config c;
+    config_defaults(&c);
+    cr_assert_eq(config_set(&c, config_key_find("retention-ms", 12), "0"), 0);
+    cr_assert_eq(c.retention_ms, 0);
+    config_deinit(&c);
+}
+
+Test(config, each_value_remembers_where_it_came_from)
+{
+    struct config c;
+    char err[512];
+    config_defaults(&c);
+    const struct config_key *k = config_key_find("max-batch", 9);
+    cr_assert_str_eq(config_origin(&c, k), "default");
+    cr_assert_eq(load_text("# x\n\nmax-batch = 7\n", &c, err, sizeof(err)), 0, "%s", err);
+    cr_assert(strstr(config_origin(&c, k), ":3") != NULL, "%s", config_origin(&c, k));
+    cr_assert_eq(config_set_origin(&c, k, "--max-batch"), 0);
+    cr_assert_str_eq(config_origin(&c, k), "--max-batch");
+    config_deinit(&c);
+}
+
+/* --- secrets from files ----------------------------------------------------- */
+
+/* A temporary file holding text (len bytes); its path into path (32). */
+static void secret_file(char *path, const char *text, size_t len)
+{
+    strcpy(path, "/tmp/emq-secret-XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, text, len), (ssize_t)len);
+    close(fd);
+}
+
+/* Settings text, loaded and finished: what emqd does at start. */
+static int finish_text(const char *text, struct config *c, char *err, size_t cap)
+{
+    config_defaults(c);
+    int rc = load_text(text, c, err, cap);
+    return rc != 0 ? rc : config_finish(c, err, cap);
+}
+
+Test(config, token_file_gives_the_token)
+{
+    char path[32], text[128], err[512];
+    struct config c;
+    secret_file(path, "s3cret-token\n", 13);
+    snprintf(text, sizeof(text), "token-file = %s\n", path);
+    cr_assert_eq(finish_text(text, &c, err, sizeof(err)), 0, "%s", err);
+    cr_assert_str_eq(c.token, "s3cret-token", "the trailing newline is not part of it");
+    config_deinit(&c);
+
+    snprintf(text, sizeof(text), "token = other\ntoken-file = %s\n", path);
+    cr_assert_eq(finish_text(text, &c, err, sizeof(err)), -EINVAL);
+    cr_assert(strstr(err, ":2: token-file and token") != NULL, "names both: %s", err);
+    cr_assert(strstr(err, ":1)") != NULL, "names the token's line: %s", err);
+    config_deinit(&c);
+    unlink(path);
+
+    const char *bad[] = {"", "\n", "two words\n", "tab\there", "line\nline2\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        secret_file(path, bad[i], strlen(bad[i]));
+        snprintf(text, sizeof(text), "token-file = %s\n", path);
+        cr_assert_eq(finish_text(text, &c, err, sizeof(err)), -EINVAL, "token file %zu taken", i);
+        cr_assert(strstr(err, ":1: ") != NULL, "names the line: %s", err);
+        cr_assert_null(c.token, "a refused file sets no token");
+        config_deinit(&c);
+        unlink(path);
+    }
+    cr_assert_eq(finish_text("token-file = /nonexistent/token\n", &c, err, sizeof(err)), -EINVAL);
+    cr_assert(strstr(err, "/nonexistent/token") != NULL, "%s", err);
+    config_deinit(&c);
+}
+
+/* Under systemd, LoadCredential= puts emqd.token in $CREDENTIALS_DIRECTORY:
+ * used when neither token nor token-file is set, and only then. */
+Test(config, systemd_credentials_give_token_and_password)
+{
+    char dir[] = "/tmp/emq-cred-XXXXXX", path[64], err[512];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/emqd.token", dir);
+    FILE *f = fopen(path, "w");
+    fputs("from-credential\n", f);
+    fclose(f);
+    snprintf(path, sizeof(path), "%s/emqd.redis-password", dir);
+    f = fopen(path, "w");
+    fputs("redis-pass", f);
+    fclose(f);
+    setenv("CREDENTIALS_DIRECTORY", dir, 1);
+    struct config c;
+    cr_assert_eq(finish_text("redis = redis://127.0.0.1:6379\n", &c, err, sizeof(err)), 0, "%s",
+                 err);
+    cr_assert_str_eq(c.token, "from-credential");
+    cr_assert_str_eq(c.redis_password, "redis-pass");
+    config_deinit(&c);
+    cr_assert_eq(
+        finish_text("token = mine\nredis = redis://:urlpass@127.0.0.1\n", &c, err, sizeof(err)), 0,
+        "%s", err);
+    cr_assert_str_eq(c.token, "mine", "a token that is set wins over the credential");
+    cr_assert_null(c.redis_password, "a password in the URL wins over the credential");
+    config_deinit(&c);
+    unsetenv("CREDENTIALS_DIRECTORY");
+    snprintf(path, sizeof(path), "%s/emqd.token", dir);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/emqd.redis-password", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+Test(config, redis_password_file)
+{
+    char path[32], text[160], err[512];
+    struct config c;
+    secret_file(path, "pw\n", 3);
+    snprintf(text, sizeof(text), "redis = redis://127.0.0.1:6379\nredis-password-file = %s\n",
+             path);
+    cr_assert_eq(finish_text(text, &c, err, sizeof(err)), 0, "%s", err);
+    cr_assert_str_eq(c.redis_password, "pw");
+    config_deinit(&c);
+    snprintf(text, sizeof(text), "redis = redis://:pw@127.0.0.1\nredis-password-file = %s\n", path);
+    cr_assert_eq(finish_text(text, &c, err, sizeof(err)), -EINVAL, "two passwords");
+    cr_assert(strstr(err, "keep one") != NULL, "%s", err);
+    config_deinit(&c);
+    snprintf(text, sizeof(text), "redis-password-file = %s\n", path);
+    cr_assert_eq(finish_text(text, &c, err, sizeof(err)), -EINVAL, "no redis to give it to");
+    config_deinit(&c);
+    unlink(path);
 }
