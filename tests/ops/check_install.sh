@@ -1,6 +1,8 @@
 #!/bin/sh
 # check_install.sh BUILD_DIR: `meson install --destdir` puts emqd, emqctl,
-# the man pages, the config example and the unit where they belong.
+# the man pages, the config (and its example) and the unit where they
+# belong; a second install (an upgrade) keeps an edited config and
+# refreshes only the example.
 set -u
 build=$1
 dest=$(mktemp -d)
@@ -13,6 +15,7 @@ prefix=$(meson introspect "$build" --buildoptions |
 fail=0
 for pattern in "$prefix/sbin/emqd" "$prefix/bin/emqctl" "$prefix/share/man/man8/emqd.8" \
                "$prefix/share/man/man1/emqctl.1" "*/etc/emqd/emqd.conf" \
+               "*/etc/emqd/emqd.conf.example" \
                "*/systemd/system/emqd.service"; do
     found=$(cd "$dest" && find . -path ".$pattern" -o -path "./$pattern" | head -1)
     if [ -z "$found" ]; then
@@ -28,5 +31,26 @@ if [ -n "$unit" ] && [ -n "$conf" ]; then
     # The unit reads the config from where it was installed.
     grep -q "^ExecStart=$prefix/sbin/emqd --config ${conf#$dest}\$" "$unit" ||
         { echo "the unit's ExecStart does not match the install:"; grep ExecStart "$unit"; fail=1; }
+fi
+if [ -n "$conf" ]; then
+    cmp -s "$conf" "$conf.example" ||
+        { echo "a first install's emqd.conf is not the example"; fail=1; }
+    # An operator edits the config; the upgrade must keep the edit.
+    echo "token-file = /etc/emqd/token" >>"$conf"
+    cp "$conf" "$dest/edited"
+    echo "# stale" >>"$conf.example"
+    meson install -C "$build" --destdir "$dest" --no-rebuild --quiet >"$dest.log" 2>&1 ||
+        { cat "$dest.log"; rm -f "$dest.log"; exit 1; }
+    rm -f "$dest.log"
+    if cmp -s "$conf" "$dest/edited"; then
+        echo "kept: the edited emqd.conf survived a second install"
+    else
+        echo "a second install overwrote the edited emqd.conf"
+        fail=1
+    fi
+    if grep -q "^# stale" "$conf.example"; then
+        echo "a second install did not refresh emqd.conf.example"
+        fail=1
+    fi
 fi
 exit $fail

@@ -16,7 +16,8 @@ echo "$out"
 [ $rc -eq 0 ] && [ -z "$out" ] || { echo "systemd-analyze verify: rc $rc"; exit 1; }
 for key in Type=notify ExecReload= Restart=on-failure DynamicUser=yes StateDirectory=emqd \
            NoNewPrivileges=yes ProtectSystem=strict ProtectHome=yes PrivateTmp=yes \
-           RestrictAddressFamilies= LimitNOFILE=; do
+           RestrictAddressFamilies= LimitNOFILE= LoadCredential=emqd.token \
+           LoadCredential=emqd.redis-password; do
     grep -q "^$key" "$unit" || { echo "the unit lacks $key"; exit 1; }
 done
 echo "ok: $unit"
