@@ -233,16 +233,17 @@ static void sup_fail_cb(void *priv, int err)
 
 /* Clients are let in (server.c): the metrics endpoint opens, systemd is
  * told. */
-static void ready_cb(struct server *s)
+static int ready_cb(struct server *s)
 {
     struct emqd *d = (struct emqd *)s;
     if (d->cfg.metrics != NULL && metrics_new(s, d->cfg.metrics, &d->metrics) != 0) {
         s->exit_code = 1;
         stop(d);
-        return;
+        return -1;
     }
     d->ready = true;
     sd_notify(0, "READY=1\nSTATUS=accepting clients");
+    return 0;
 }
 
 /* Refuse an open door: beyond loopback, a token or an explicit

@@ -89,9 +89,11 @@ static void pool_state_cb(void *priv, bool up)
             server_stop(s);
             return;
         }
+        /* The rest of start-up (the metrics endpoint) runs first, so that
+         * "ready" is not logged by a daemon about to exit. */
+        if (s->ready != NULL && s->ready(s) != 0)
+            return;
         log_event(LOG_INFO, "ready", "version=%s", EMQ_VERSION);
-        if (s->ready != NULL)
-            s->ready(s);
     }
     /* Streams and parked claims resume by themselves. */
     for (struct map_entry *e = map_first(&s->queues, &b); e; e = map_next(&s->queues, &b, e)) {

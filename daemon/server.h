@@ -72,7 +72,7 @@ struct server {
     uv_timer_t drain_timer;
     int drain_ticks;
     void (*stop_done)(struct server *s); /* after the pool has closed */
-    void (*ready)(struct server *s);     /* once clients are let in */
+    int (*ready)(struct server *s);      /* once listening; non-zero: it stopped emqd */
     struct mint mint;
     struct mint_rand rand;
     struct server_counters count;

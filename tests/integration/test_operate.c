@@ -805,3 +805,26 @@ Test(operate, the_log_says_what_emqd_waits_for)
     await_log(log, "msg=ready");
     unlink(log);
 }
+
+/* A metrics address that cannot be bound stops emqd with exit code 1,
+ * and it never says "ready" first. */
+Test(operate, a_metrics_port_in_use_stops_startup_before_ready)
+{
+    cr_assert_eq(redis_server_start(&fx_redis, NULL), 0);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(listen(fd, 1), 0);
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    port = ntohs(sa.sin_port);
+    char args[256], out[8192];
+    snprintf(args, sizeof(args),
+             "--redis redis://127.0.0.1:%d --listen 127.0.0.1:%d --metrics "
+             "127.0.0.1:%d",
+             fx_redis.port, test_free_port(), port);
+    cr_assert_eq(run_emqd(args, out, sizeof(out)), 1, "%s", out);
+    cr_assert(strstr(out, "msg=\"cannot serve metrics\"") != NULL, "%s", out);
+    cr_assert(strstr(out, "msg=ready") == NULL, "said ready, then exited: %s", out);
+    close(fd);
+}
