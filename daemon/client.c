@@ -329,8 +329,17 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     struct client *c = st->data;
     (void)buf;
+    if (nread == UV_EOF) {
+        /* The peer may only have half-closed (shutdown(SHUT_WR), as nc -N
+         * and many scripts do): it still reads. Every line it sent has
+         * run; answer them all, as a stop does, then close. */
+        log_event(LOG_DEBUG, "end of input: closing once every reply is written", "client=%s",
+                  c->addr);
+        client_shutdown(c);
+        return;
+    }
     if (nread < 0) {
-        client_close(c, nread == UV_EOF ? "closed by peer" : uv_strerror((int)nread));
+        client_close(c, uv_strerror((int)nread));
         return;
     }
     if (nread == 0)

@@ -408,7 +408,10 @@ static void claim_cb(void *priv, int status, redisReply *reply)
         return;
     }
     uint64_t wait = (uint64_t)request_int(r->root, "wait_ms", 0);
-    if (got == 0 && wait > 0 && !c->srv->stopping) {
+    /* No parking while emqd stops, nor for a client whose input has ended
+     * (quit, or a half-close): it is answered now, and closed once its
+     * replies are out, instead of holding the connection for wait_ms. */
+    if (got == 0 && wait > 0 && !c->srv->stopping && !c->quit) {
         size_t count = (size_t)request_int(r->root, "count", 1);
         uint64_t lease =
             (uint64_t)request_int(r->root, "lease_ms", (json_int_t)c->srv->cfg->lease_ms);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -372,5 +373,39 @@ Test(daemon, sigterm_exits_zero)
     json_decref(r);
     cr_assert_eq(emqd_stop(&fx_emqd), 0);
     cr_assert(tc_read_eof(c, 2000), "connection still open after SIGTERM");
+    tc_close(c);
+}
+
+/* A client that pipelines its lines and half-closes (shutdown(SHUT_WR),
+ * as nc -N does) still reads every reply it is owed, in order, then the
+ * end of the stream; and a claim parked when the input ends is answered
+ * rather than left waiting. */
+Test(daemon, a_half_closed_client_gets_every_reply)
+{
+    enum { N = 100 };
+    struct tc_conn *c = fx_conn();
+    static char lines[N * 160];
+    size_t o = 0;
+    for (int i = 0; i < N; i++)
+        o += (size_t)snprintf(lines + o, sizeof(lines) - o,
+                              i % 2 ? "{\"op\":\"depth\",\"queue\":\"hc\",\"ref\":%d}\n"
+                                    : "{\"op\":\"enqueue\",\"queue\":\"hc\",\"group\":\"TENa\","
+                                      "\"payload\":%d,\"ref\":%d}\n",
+                              i, i);
+    o += (size_t)snprintf(lines + o, sizeof(lines) - o,
+                          "{\"op\":\"claim\",\"queue\":\"empty\",\"wait_ms\":600000,\"ref\":%d}\n",
+                          N);
+    cr_assert_eq(tc_send(c, lines, o), 0);
+    cr_assert_eq(shutdown(c->fd, SHUT_WR), 0);
+    for (int i = 0; i <= N; i++) {
+        json_t *r = tc_read(c, 30000);
+        assert_ok(r);
+        cr_assert_eq(jint(r, "ref"), i, "reply %d in order", i);
+        json_decref(r);
+    }
+    cr_assert(tc_read_eof(c, 30000), "emqd closes once every reply is written");
+    tc_close(c);
+    c = fx_conn();
+    cr_assert_eq(fx_stat(c, "hc", "pending"), N / 2, "every enqueue took effect");
     tc_close(c);
 }
