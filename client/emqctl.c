@@ -302,11 +302,7 @@ static int ctl_connect(struct ctl *ctl)
     if (rc == EMQ_OK)
         return 0;
     char where[300];
-    if (ctl->opts.unix_path != NULL)
-        snprintf(where, sizeof(where), "%s", ctl->opts.unix_path);
-    else
-        snprintf(where, sizeof(where), "%s:%d", ctl->opts.host ? ctl->opts.host : "127.0.0.1",
-                 ctl->opts.port ? ctl->opts.port : 7711);
+    emq_format_addr(&ctl->opts, where, sizeof(where));
     const char *msg = ctl->conn != NULL ? emq_errmsg(ctl->conn) : "";
     size_t clen = strlen(emq_code_name(rc));
     if (strncmp(msg, emq_code_name(rc), clen) == 0 && strncmp(msg + clen, ": ", 2) == 0)
