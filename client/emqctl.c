@@ -26,7 +26,7 @@ struct ctl_optdef {
     long long min, max;
 };
 
-enum { G_ADDR = -1, G_SOCKET = -2, G_TOKEN = -3, G_JSON = -4, G_HELP = -5 };
+enum { G_ADDR = -1, G_SOCKET = -2, G_TOKEN = -3, G_JSON = -4, G_HELP = -5, G_VERSION = -6 };
 
 static const struct ctl_optdef ctl_optdefs[] = {
     {"addr", 0, G_ADDR, true, false, 0, 0},
@@ -34,6 +34,7 @@ static const struct ctl_optdef ctl_optdefs[] = {
     {"token", 0, G_TOKEN, true, false, 0, 0},
     {"json", 0, G_JSON, false, false, 0, 0},
     {"help", 'h', G_HELP, false, false, 0, 0},
+    {"version", 0, G_VERSION, false, false, 0, 0},
     {"limit", 0, CTL_O_LIMIT, true, true, 1, LLONG_MAX},
     {"yes", 'y', CTL_O_YES, false, false, 0, 0},
     {"group", 0, CTL_O_GROUP, true, false, 0, 0},
@@ -66,7 +67,8 @@ static const char ctl_global_help[] =
     "  --socket PATH      connect to a unix socket instead\n"
     "  --token T          authenticate with T (default $EMQ_TOKEN)\n"
     "  --json             print the server's replies, one JSON object per line\n"
-    "  -h, --help         show help (also after a command)\n";
+    "  -h, --help         show help (also after a command)\n"
+    "  --version          print \"emqctl VERSION\" and exit\n";
 
 /* Every command, in help order. */
 static const struct ctl_cmd *ctl_find(const char *name)
@@ -175,8 +177,14 @@ static const char *ctl_optname(int id)
     return "?";
 }
 
-/* Record one option's value; *help is set by -h/--help. */
-static int ctl_set_opt(struct ctl *ctl, const struct ctl_optdef *d, const char *val, bool *help)
+/* What the command line asks for besides a command: help or the version. */
+struct ctl_info {
+    bool help, version;
+};
+
+/* Record one option's value; -h/--help and --version are noted in *info. */
+static int ctl_set_opt(struct ctl *ctl, const struct ctl_optdef *d, const char *val,
+                       struct ctl_info *info)
 {
     switch (d->id) {
     case G_ADDR:
@@ -196,7 +204,10 @@ static int ctl_set_opt(struct ctl *ctl, const struct ctl_optdef *d, const char *
         ctl->json = true;
         return 0;
     case G_HELP:
-        *help = true;
+        info->help = true;
+        return 0;
+    case G_VERSION:
+        info->version = true;
         return 0;
     }
     if (d->numeric && ctl_parse_int(val, d->min, d->max, &ctl->num[d->id]) != 0)
@@ -213,7 +224,7 @@ static bool ctl_is_option(const char *arg)
 }
 
 /* One option at argv[*i] (its value may be the next argument). */
-static int ctl_parse_opt(struct ctl *ctl, int argc, char **argv, int *i, bool *help)
+static int ctl_parse_opt(struct ctl *ctl, int argc, char **argv, int *i, struct ctl_info *info)
 {
     const char *arg = argv[*i], *val = NULL;
     const struct ctl_optdef *d;
@@ -234,20 +245,22 @@ static int ctl_parse_opt(struct ctl *ctl, int argc, char **argv, int *i, bool *h
             return ctl_usage_error(ctl, "--%s needs a value", d->name);
         val = argv[++*i];
     }
-    return ctl_set_opt(ctl, d, val != NULL ? val : "", help);
+    return ctl_set_opt(ctl, d, val != NULL ? val : "", info);
 }
 
 /* Parse the whole line: options anywhere, the first positional names the
- * command. Returns 0, CTL_EXIT_USAGE, or -1 when help was printed. */
+ * command. Returns 0, CTL_EXIT_USAGE, or -1 when help or the version was
+ * printed. */
 static int ctl_parse(struct ctl *ctl, int argc, char **argv)
 {
-    bool help = false, dashdash = false;
+    struct ctl_info info = {0};
+    bool dashdash = false;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (!dashdash && strcmp(arg, "--") == 0) {
             dashdash = true;
         } else if (!dashdash && ctl_is_option(arg)) {
-            int rc = ctl_parse_opt(ctl, argc, argv, &i, &help);
+            int rc = ctl_parse_opt(ctl, argc, argv, &i, &info);
             if (rc != 0)
                 return rc;
         } else if (ctl->cmd == NULL) {
@@ -260,11 +273,15 @@ static int ctl_parse(struct ctl *ctl, int argc, char **argv)
             ctl->pos[ctl->npos++] = arg;
         }
     }
-    if (help) {
+    if (info.help) {
         if (ctl->cmd != NULL)
             ctl_cmd_usage(stdout, ctl->cmd);
         else
             ctl_program_usage(stdout);
+        return -1;
+    }
+    if (info.version) {
+        puts("emqctl " EMQ_VERSION);
         return -1;
     }
     if (ctl->cmd == NULL)

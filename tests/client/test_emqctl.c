@@ -252,6 +252,18 @@ Test(emqctl_usage, connection_refused_is_exit_1_with_a_message)
     run_free(&r);
 }
 
+Test(emqctl_usage, version_prints_name_and_version_on_stdout)
+{
+    static const char *const lines[][3] = {{"--version", NULL}, {"stats", "--version", NULL}};
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+        struct run r = run_ctl(NULL, NULL, 1, lines[i]);
+        assert_exit(r, 0);
+        cr_assert_str_eq(r.out, "emqctl " EMQ_VERSION "\n");
+        cr_assert_str_empty(r.err);
+        run_free(&r);
+    }
+}
+
 Test(emqctl_usage, man_page_renders_without_warnings)
 {
     if (access("/usr/bin/groff", X_OK) != 0)
