@@ -70,6 +70,17 @@ static const char ctl_global_help[] =
     "  -h, --help         show help (also after a command)\n"
     "  --version          print \"emqctl VERSION\" and exit\n";
 
+static const char ctl_program_synopsis[] =
+    "usage: emqctl [--addr HOST:PORT | --socket PATH] [--token T] [--json] COMMAND ...\n";
+
+static int ctl_run_help(struct ctl *ctl);
+
+/* `emqctl help [COMMAND]`: the same text as --help, for those who type it
+ * as a command. */
+static const struct ctl_cmd ctl_help_cmd = {
+    "help", "[COMMAND]", "show this help, or a command's", NULL, 0, 1, 0, false, ctl_run_help,
+};
+
 /* Every command, in help order. */
 static const struct ctl_cmd *ctl_find(const char *name)
 {
@@ -80,6 +91,8 @@ static const struct ctl_cmd *ctl_find(const char *name)
         return &ctl_enqueue_cmd;
     if (strcmp(name, ctl_top_cmd.name) == 0)
         return &ctl_top_cmd;
+    if (strcmp(name, ctl_help_cmd.name) == 0)
+        return &ctl_help_cmd;
     return NULL;
 }
 
@@ -92,22 +105,35 @@ static void ctl_help_line(FILE *out, const struct ctl_cmd *c)
 
 static void ctl_program_usage(FILE *out)
 {
-    fputs("usage: emqctl [--addr HOST:PORT | --socket PATH] [--token T] [--json] COMMAND ...\n"
-          "\nAdmin CLI for the emqd job queue.\n\nCommands:\n",
-          out);
+    fputs(ctl_program_synopsis, out);
+    fputs("\nAdmin CLI for the emqd job queue.\n\nCommands:\n", out);
     for (const struct ctl_cmd *c = ctl_cmd_table; c->name != NULL; c++)
         ctl_help_line(out, c);
     ctl_help_line(out, &ctl_enqueue_cmd);
     ctl_help_line(out, &ctl_top_cmd);
+    ctl_help_line(out, &ctl_help_cmd);
     fprintf(out,
             "\n%s\nRun `emqctl COMMAND --help` for a command's options. "
             "Exit status: 0 ok, 1 server or connection error, 2 usage.\n",
             ctl_global_help);
 }
 
+/* The one-line synopsis of a command, as the first line of its help and
+ * under a usage error. */
+static void ctl_cmd_synopsis(FILE *out, const struct ctl_cmd *c)
+{
+    fprintf(out, "usage: emqctl [global options] %s", c->name);
+    if (c->synopsis[0] != '\0')
+        fprintf(out, " %s", c->synopsis);
+    if (c->opts != 0 && strstr(c->synopsis, "[options]") == NULL)
+        fputs(" [options]", out);
+    fputc('\n', out);
+}
+
 static void ctl_cmd_usage(FILE *out, const struct ctl_cmd *c)
 {
-    fprintf(out, "usage: emqctl [global options] %s %s\n\n%s\n", c->name, c->synopsis, c->summary);
+    ctl_cmd_synopsis(out, c);
+    fprintf(out, "\n%s\n", c->summary);
     if (c->details != NULL)
         fprintf(out, "\n%s", c->details);
     if (c->opts != 0) {
@@ -131,19 +157,38 @@ void ctl_error(const char *code, const char *fmt, ...)
 
 int ctl_usage_error(const struct ctl *ctl, const char *fmt, ...)
 {
+    const struct ctl_cmd *c = ctl != NULL ? ctl->cmd : NULL;
     va_list ap;
     va_start(ap, fmt);
     fputs("emqctl: ", stderr);
-    if (ctl != NULL && ctl->cmd != NULL)
-        fprintf(stderr, "%s: ", ctl->cmd->name);
+    if (c != NULL)
+        fprintf(stderr, "%s: ", c->name);
     vfprintf(stderr, fmt, ap);
-    fputs("\n\n", stderr);
+    fputc('\n', stderr);
     va_end(ap);
-    if (ctl != NULL && ctl->cmd != NULL)
-        ctl_cmd_usage(stderr, ctl->cmd);
-    else
-        ctl_program_usage(stderr);
+    /* Three lines at most, so the error stays on the screen: the full help
+     * is one command away. */
+    if (c != NULL) {
+        ctl_cmd_synopsis(stderr, c);
+        fprintf(stderr, "try 'emqctl %s --help'\n", c->name);
+    } else {
+        fputs(ctl_program_synopsis, stderr);
+        fputs("try 'emqctl --help'\n", stderr);
+    }
     return CTL_EXIT_USAGE;
+}
+
+static int ctl_run_help(struct ctl *ctl)
+{
+    if (ctl->npos == 0) {
+        ctl_program_usage(stdout);
+        return CTL_EXIT_OK;
+    }
+    const struct ctl_cmd *c = ctl_find(ctl->pos[0]);
+    if (c == NULL) /* the error of `emqctl nope`, not help's own */
+        return ctl_usage_error(NULL, "unknown command \"%s\"", ctl->pos[0]);
+    ctl_cmd_usage(stdout, c);
+    return CTL_EXIT_OK;
 }
 
 int ctl_parse_int(const char *s, long long min, long long max, long long *out)
