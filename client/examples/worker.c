@@ -2,6 +2,7 @@
  *
  *   emq-worker [--addr HOST:PORT | --socket PATH] [--token T]
  *              [--credit N] [--lease-ms N] QUEUE
+ *   emq-worker --help | --version
  *
  * It streams QUEUE (both its grouped lanes and its flat set, each with
  * credit N, default 1) and handles one job at a time. The payload decides
@@ -32,10 +33,15 @@
  * finished. Then the streams' credit goes to 0 (so no release frees a
  * credit the daemon would refill), a longer current job and every job
  * already pushed are released, and the worker says quit and exits 0.
+ *
+ * Exit status: 0 after such a stop (and for --help, --version), 1 for an
+ * error that reconnecting cannot fix (a refused token, a bad queue name),
+ * 2 for a bad command line, reported on stderr in three lines.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,53 +257,111 @@ static int run(struct worker *w)
     return 0;
 }
 
-static int usage(void)
+#define SYNOPSIS  "usage: emq-worker [options] QUEUE\n"
+#define MAX_VALUE 86400000 /* the largest --credit or --lease-ms */
+
+static void help(void)
 {
-    fprintf(stderr, "usage: emq-worker [--addr HOST:PORT | --socket PATH] [--token T]\n"
-                    "                  [--credit N] [--lease-ms N] QUEUE\n");
+    printf(SYNOPSIS
+           "\n"
+           "The example worker: streams QUEUE from emqd (its grouped lanes and its\n"
+           "ungrouped set) and works one job at a time, as its payload says.\n"
+           "\n"
+           "Options:\n"
+           "  --addr HOST:PORT   the server (default 127.0.0.1:7711)\n"
+           "  --socket PATH      connect to a unix socket instead\n"
+           "  --token T          authenticate with T\n"
+           "  --credit N         jobs each of the two streams may hold at once (default 1)\n"
+           "  --lease-ms N       lease length, extended when half is gone (default 30000)\n"
+           "  -h, --help         show this help\n"
+           "  --version          print \"emq-worker VERSION\" and exit\n"
+           "\n"
+           "Settled jobs go to stdout, one line each; errors go to stderr.\n"
+           "SIGTERM or SIGINT releases held jobs and exits. Exit status: 0 stopped by a\n"
+           "signal, 1 an error that reconnecting cannot fix, 2 usage.\n");
+}
+
+/* A bad command line: the error, the synopsis and where the help is, on
+ * stderr (three lines, so the error stays on the screen). */
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("emq-worker: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\n" SYNOPSIS "try 'emq-worker --help'\n", stderr);
     return EXIT_USAGE;
 }
 
-/* A positive int option, or -1. */
-static int positive(const char *s)
+/* The option getopt_long refused (opterr is off, so it said nothing). */
+static int bad_option(int opt, char **argv)
+{
+    const char *arg = argv[optind - 1];
+    if (opt == ':')
+        return usage_error("%s needs a value", arg);
+    if (optopt != 0 && strncmp(arg, "--", 2) != 0) /* a short one, maybe in a cluster */
+        return usage_error("unknown option \"-%c\"", optopt);
+    return usage_error("unknown option \"%s\"", arg);
+}
+
+/* A positive int option (at most MAX_VALUE) into *out; 0 or the usage exit. */
+static int positive(const char *name, const char *s, int *out)
 {
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    return errno == 0 && *s != '\0' && *end == '\0' && v > 0 && v <= 86400000 ? (int)v : -1;
+    if (errno != 0 || *s == '\0' || *end != '\0' || v <= 0 || v > MAX_VALUE)
+        return usage_error("--%s wants an integer in 1..%d, not \"%s\"", name, MAX_VALUE, s);
+    *out = (int)v;
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"addr", required_argument, NULL, 'a'},
-        {"socket", required_argument, NULL, 's'},
-        {"token", required_argument, NULL, 't'},
-        {"credit", required_argument, NULL, 'c'},
-        {"lease-ms", required_argument, NULL, 'l'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"addr", required_argument, NULL, 'a'},     {"socket", required_argument, NULL, 's'},
+        {"token", required_argument, NULL, 't'},    {"credit", required_argument, NULL, 'c'},
+        {"lease-ms", required_argument, NULL, 'l'}, {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},        {NULL, 0, NULL, 0},
     };
     struct worker w = {.credit = 1, .lease_ms = 30000, .opts = {.name = "emq-worker"}};
-    int opt;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        if (opt == 'a' && emq_parse_addr(&w.opts, optarg) != EMQ_OK) {
-            fprintf(stderr, "emq-worker: bad address \"%s\"\n", optarg);
-            return EXIT_USAGE;
-        } else if (opt == 's') {
+    bool want_help = false, want_version = false;
+    int opt, rc = 0;
+    opterr = 0;
+    while (rc == 0 && (opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        if (opt == 'a' && emq_parse_addr(&w.opts, optarg) != EMQ_OK)
+            rc = usage_error("bad --addr \"%s\": expected HOST:PORT", optarg);
+        else if (opt == 's')
             w.opts.unix_path = optarg;
-        } else if (opt == 't') {
+        else if (opt == 't')
             w.opts.token = optarg;
-        } else if (opt == 'c' && (w.credit = positive(optarg)) < 0) {
-            return usage();
-        } else if (opt == 'l' && (w.lease_ms = positive(optarg)) < 0) {
-            return usage();
-        } else if (opt == 'h' || opt == '?') {
-            return usage();
-        }
+        else if (opt == 'c')
+            rc = positive("credit", optarg, &w.credit);
+        else if (opt == 'l')
+            rc = positive("lease-ms", optarg, &w.lease_ms);
+        else if (opt == 'h')
+            want_help = true;
+        else if (opt == 'V')
+            want_version = true;
+        else if (opt == '?' || opt == ':')
+            rc = bad_option(opt, argv);
     }
-    if (optind != argc - 1)
-        return usage();
+    if (rc != 0)
+        return rc;
+    if (want_help) {
+        help();
+        return 0;
+    }
+    if (want_version) {
+        puts("emq-worker " EMQ_VERSION);
+        return 0;
+    }
+    if (optind == argc)
+        return usage_error("no QUEUE given");
+    if (optind + 1 < argc)
+        return usage_error("unexpected argument \"%s\"", argv[optind + 1]);
     w.queue = argv[optind];
     setvbuf(stdout, NULL, _IOLBF, 0);
 

@@ -283,6 +283,100 @@ Test(worker, sigterm_releases_held_jobs_and_exits_0)
     emq_close(c);
 }
 
+/* ---- The command line --------------------------------------------------- */
+
+TestSuite(worker_cli, .timeout = 30);
+
+/* One shell command line's run: exit status (-1 if it did not exit),
+ * stdout and stderr. */
+struct cli_run {
+    int status;
+    char out[4096], err[4096];
+};
+
+/* The file dir/name into buf (cut to size), then removed. */
+static void take_file(const char *dir, const char *name, char *buf, size_t size)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    buf[fread(buf, 1, size - 1, f)] = '\0';
+    fclose(f);
+    unlink(path);
+}
+
+/* Run `sh -c cmd` with stdin from /dev/null, stdout and stderr to files. */
+static void cli_run(const char *cmd, struct cli_run *r)
+{
+    char dir[] = "/tmp/emq-cli-XXXXXX", line[2048];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(line, sizeof(line), "(%s) </dev/null >%s/out 2>%s/err", cmd, dir, dir);
+    int st = system(line);
+    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    take_file(dir, "out", r->out, sizeof(r->out));
+    take_file(dir, "err", r->err, sizeof(r->err));
+    rmdir(dir);
+}
+
+/* $EMQ_WORKER with args (shell words), no daemon. */
+static void worker_cli(const char *args, struct cli_run *r)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "\"$EMQ_WORKER\" %s", args);
+    cli_run(cmd, r);
+}
+
+Test(worker_cli, version_prints_name_and_version_on_stdout)
+{
+    static struct cli_run r;
+    worker_cli("--version", &r);
+    cr_assert_eq(r.status, 0);
+    cr_assert_str_eq(r.out, "emq-worker " EMQ_VERSION "\n");
+    cr_assert_str_empty(r.err);
+}
+
+Test(worker_cli, help_goes_to_stdout_with_exit_0)
+{
+    static const char *const asks[] = {"--help", "-h", "--credit 2 --help"};
+    static struct cli_run r;
+    for (size_t i = 0; i < sizeof(asks) / sizeof(asks[0]); i++) {
+        worker_cli(asks[i], &r);
+        cr_assert_eq(r.status, 0, "%s: exit %d, stderr: %s", asks[i], r.status, r.err);
+        cr_assert(strncmp(r.out, "usage: emq-worker [options] QUEUE\n", 34) == 0, "%s", r.out);
+        cr_assert(strstr(r.out, "--lease-ms N") != NULL && strstr(r.out, "Exit status") != NULL,
+                  "%s", r.out);
+        cr_assert_str_empty(r.err, "%s", asks[i]);
+    }
+}
+
+/* A usage error is the error, the synopsis and a pointer to the help on
+ * stderr, exit 2, before anything is connected to. */
+Test(worker_cli, usage_errors_are_three_lines_on_stderr_with_exit_2)
+{
+    static const char *const cases[][2] = {
+        {"", "no QUEUE given"},
+        {"mail extra", "unexpected argument \"extra\""},
+        {"--bogus mail", "unknown option \"--bogus\""},
+        {"-x mail", "unknown option \"-x\""},
+        {"mail --credit", "--credit needs a value"},
+        {"--credit 0 mail", "--credit wants an integer in 1..86400000, not \"0\""},
+        {"--lease-ms=soon mail", "--lease-ms wants an integer in 1..86400000, not \"soon\""},
+        {"--addr nowhere mail", "bad --addr \"nowhere\": expected HOST:PORT"},
+    };
+    static struct cli_run r;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char want[256];
+        snprintf(want, sizeof(want),
+                 "emq-worker: %s\nusage: emq-worker [options] QUEUE\ntry 'emq-worker --help'\n",
+                 cases[i][1]);
+        worker_cli(cases[i][0], &r);
+        cr_assert_eq(r.status, 2, "\"%s\": exit %d", cases[i][0], r.status);
+        cr_assert_str_eq(r.err, want, "\"%s\"", cases[i][0]);
+        cr_assert_str_empty(r.out, "\"%s\"", cases[i][0]);
+    }
+}
+
 /* ---- The README, run as written ---------------------------------------- */
 
 TestSuite(readme, .init = fx_setup, .fini = worker_teardown, .timeout = 120);
