@@ -20,6 +20,11 @@
  *   failed JOB... group - attempt 2 state delayed      (group "-": ungrouped)
  *   released JOB... group TENacme attempt 1            (at shutdown)
  *
+ * Each time its streams are open, after connecting or reconnecting, one
+ * line goes to stderr with the errors, so an operator sees it at work:
+ *
+ *   emq-worker: connected to 127.0.0.1:7711, streaming queue mail (credit 1)
+ *
  * Leases: the worker times each lease itself from when the library read
  * the job (the protocol's advice; lease_until is on the backend's clock)
  * and extends it by --lease-ms (default 30000) once half of it is gone.
@@ -225,9 +230,20 @@ static bool fatal(int rc)
            rc == EMQ_ENOMEM;
 }
 
+/* Say where the worker is streaming from, once per connection: an operator
+ * starting it, or watching it come back after emqd did, sees it working. */
+static void say_connected(const struct worker *w, bool again)
+{
+    char where[300];
+    fprintf(stderr, "emq-worker: %sconnected to %s, streaming queue %s (credit %d)\n",
+            again ? "re" : "", emq_format_addr(&w->opts, where, sizeof(where)), w->queue,
+            w->credit);
+}
+
 static int run(struct worker *w)
 {
     long backoff = BACKOFF_MIN;
+    bool streamed = false; /* a connection of this run has streamed before */
     while (!stop) {
         struct emq *c = NULL;
         int rc = emq_connect(&c, &w->opts);
@@ -237,6 +253,8 @@ static int run(struct worker *w)
             rc = open_streams(c, w, w->credit);
         if (rc == EMQ_OK) {
             backoff = BACKOFF_MIN; /* connected and streaming: start over */
+            say_connected(w, streamed);
+            streamed = true;
             rc = emq_stream_run(c, handle_job, w);
         }
         if (stop || rc == WORKER_STOPPED) {
@@ -276,7 +294,8 @@ static void help(void)
            "  -h, --help         show this help\n"
            "  --version          print \"emq-worker VERSION\" and exit\n"
            "\n"
-           "Settled jobs go to stdout, one line each; errors go to stderr.\n"
+           "Settled jobs go to stdout, one line each; (re)connections and errors go to\n"
+           "stderr.\n"
            "SIGTERM or SIGINT releases held jobs and exits. Exit status: 0 stopped by a\n"
            "signal, 1 an error that reconnecting cannot fix, 2 usage.\n");
 }

@@ -29,6 +29,9 @@ struct wproc {
 };
 
 static struct wproc wk;
+/* Set before worker_start: the worker's stderr goes into the stdout pipe
+ * too, in the order written, for the lines it writes there. */
+static bool wk_stderr_too;
 
 static void worker_teardown(void)
 {
@@ -71,6 +74,8 @@ static void worker_start(const char *const *args)
     if (wk.pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         dup2(p[1], STDOUT_FILENO);
+        if (wk_stderr_too)
+            dup2(p[1], STDERR_FILENO);
         execv(bin, (char *const *)argv);
         _exit(127);
     }
@@ -246,6 +251,22 @@ Test(worker, reconnects_after_the_daemon_restarts)
     cr_assert_str_eq(row_state(c, "JOBr3", NULL), "completed");
     cr_assert_eq(worker_term(), 0);
     emq_close(c);
+}
+
+Test(worker, says_where_it_streams_from_when_it_connects_and_reconnects)
+{
+    wk_stderr_too = true;
+    worker_start((const char *const[]){"--credit", "2", "w", NULL});
+    char want[128];
+    snprintf(want, sizeof(want),
+             "emq-worker: connected to 127.0.0.1:%d, streaming queue w (credit 2)", fx_emqd.port);
+    expect_line(want);
+    emqd_kill(&fx_emqd);
+    cr_assert_eq(emqd_restart(&fx_emqd, fx_redis.port, NULL), 0, "restart on %d", fx_emqd.port);
+    snprintf(want, sizeof(want),
+             "emq-worker: reconnected to 127.0.0.1:%d, streaming queue w (credit 2)", fx_emqd.port);
+    expect_line(want);
+    cr_assert_eq(worker_term(), 0);
 }
 
 Test(worker, sigterm_releases_held_jobs_and_exits_0)
