@@ -398,6 +398,48 @@ Test(worker_cli, usage_errors_are_three_lines_on_stderr_with_exit_2)
     }
 }
 
+/* The man page renders cleanly and documents every option --help lists. */
+Test(worker_cli, man_page_renders_and_documents_every_option)
+{
+    if (access("/usr/bin/groff", X_OK) != 0)
+        cr_skip_test("groff is not installed");
+    static struct cli_run r, help;
+    cli_run("groff -man -Tutf8 -ww -z \"$EMQ_SOURCE_ROOT/client/emq-worker.1\"", &r);
+    cr_assert_eq(r.status, 0, "groff failed: %s", r.err);
+    cr_assert_str_empty(r.err, "groff warnings:\n%s", r.err);
+    cli_run("groff -man -Tascii -P-cbou \"$EMQ_SOURCE_ROOT/client/emq-worker.1\"", &r);
+    cr_assert_eq(r.status, 0, "groff failed: %s", r.err);
+    worker_cli("--help", &help);
+    int options = 0;
+    for (const char *p = strstr(help.out, "\n  -"); p != NULL; p = strstr(p + 1, "\n  -")) {
+        /* The option as --help heads it ("--credit N"), a man page tag. */
+        const char *head = p + 3, *end = strstr(head, "  ");
+        cr_assert_not_null(end, "an option line without its help: %s", head);
+        char want[64];
+        snprintf(want, sizeof(want), "\n       %.*s\n", (int)(end - head), head);
+        cr_assert(strstr(r.out, want) != NULL, "emq-worker.1 has no entry for %s", want + 8);
+        options++;
+    }
+    cr_assert_geq(options, 7, "--help lists %d options:\n%s", options, help.out);
+    cr_assert(strstr(r.out, "\nEXIT STATUS\n") != NULL);
+}
+
+/* `meson install` puts emq-worker in bin/ and its page in man1/, and the
+ * installed binary runs. */
+Test(worker_cli, meson_install_installs_the_worker_and_its_man_page, .timeout = 120)
+{
+    cr_assert(getenv("MESON") != NULL && getenv("EMQ_BUILD_ROOT") != NULL);
+    static struct cli_run r;
+    cli_run("set -e; d=$(mktemp -d /tmp/emq-install-XXXXXX); trap 'rm -rf \"$d\"' EXIT; "
+            "\"$MESON\" install -C \"$EMQ_BUILD_ROOT\" --no-rebuild --quiet --destdir \"$d\" >&2; "
+            "cd \"$d\"; find . -path '*/share/man/man1/emq-worker.1' | grep -q .; "
+            "w=$(find . -path '*/bin/emq-worker'); lib=$(find . -name libemq.so | head -1); "
+            "LD_LIBRARY_PATH=$(dirname \"$lib\") \"$w\" --version",
+            &r);
+    cr_assert_eq(r.status, 0, "install or run failed (%d):\n%s", r.status, r.err);
+    cr_assert_str_eq(r.out, "emq-worker " EMQ_VERSION "\n");
+}
+
 /* ---- The README, run as written ---------------------------------------- */
 
 TestSuite(readme, .init = fx_setup, .fini = worker_teardown, .timeout = 120);
