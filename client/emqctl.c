@@ -341,18 +341,20 @@ static int ctl_parse(struct ctl *ctl, int argc, char **argv)
     return 0;
 }
 
-/* The environment's defaults, overridden by the command line. */
-static int ctl_defaults(struct ctl *ctl)
+/* The environment's defaults, overridden by the command line. Returns an
+ * EMQ_ADDR that does not parse, or NULL: it is an error only for a command
+ * that would use it (not for help, nor with --addr or --socket). */
+static const char *ctl_defaults(struct ctl *ctl)
 {
-    const char *addr = getenv("EMQ_ADDR"), *token = getenv("EMQ_TOKEN");
+    const char *addr = getenv("EMQ_ADDR"), *token = getenv("EMQ_TOKEN"), *bad = NULL;
     if (addr != NULL && addr[0] != '\0' && emq_parse_addr(&ctl->opts, addr) != EMQ_OK)
-        return ctl_usage_error(NULL, "bad EMQ_ADDR \"%s\": expected HOST:PORT", addr);
+        bad = addr; /* emq_parse_addr changed nothing */
     if (token != NULL && token[0] != '\0')
         ctl->opts.token = token;
     const char *nc = getenv("NO_COLOR");
     ctl->color = isatty(STDOUT_FILENO) && (nc == NULL || nc[0] == '\0');
     ctl->opts.name = "emqctl";
-    return 0;
+    return bad;
 }
 
 static int ctl_connect(struct ctl *ctl)
@@ -459,9 +461,11 @@ int ctl_confirm(const struct ctl *ctl, const char *question)
 int main(int argc, char **argv)
 {
     struct ctl ctl = {0};
-    int rc = ctl_defaults(&ctl);
-    if (rc == 0)
-        rc = ctl_parse(&ctl, argc, argv);
+    const char *bad_addr = ctl_defaults(&ctl);
+    int rc = ctl_parse(&ctl, argc, argv);
+    if (rc == 0 && bad_addr != NULL && ctl.cmd != &ctl_help_cmd && ctl.opts.unix_path == NULL &&
+        ctl.opts.port == 0)
+        rc = ctl_usage_error(NULL, "bad EMQ_ADDR \"%s\": expected HOST:PORT", bad_addr);
     if (rc < 0)
         return CTL_EXIT_OK;
     if (rc == 0)

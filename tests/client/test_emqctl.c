@@ -324,6 +324,30 @@ Test(emqctl_usage, usage_errors_are_three_lines_on_stderr)
     }
 }
 
+/* A bad $EMQ_ADDR is a usage error for a command that would use it, not for
+ * the help that the error points to, nor when --addr overrides it. */
+Test(emqctl_usage, a_bad_emq_addr_fails_only_what_would_use_it)
+{
+    struct run r = run_ctl(NULL, "EMQ_ADDR=nowhere", 0, (const char *const[]){"ping", NULL});
+    assert_exit(r, 2);
+    cr_assert_str_eq(r.err, "emqctl: bad EMQ_ADDR \"nowhere\": expected HOST:PORT\n"
+                            "usage: emqctl [--addr HOST:PORT | --socket PATH] [--token T] [--json] "
+                            "COMMAND ...\ntry 'emqctl --help'\n");
+    run_free(&r);
+    static const char *const fine[][2] = {{"--help", NULL}, {"--version", NULL}, {"help", NULL}};
+    for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
+        r = run_ctl(NULL, "EMQ_ADDR=nowhere", 0, fine[i]);
+        assert_exit(r, 0);
+        cr_assert_str_empty(r.err);
+        run_free(&r);
+    }
+    /* --addr wins: port 1 has no listener, so this is a connection error. */
+    r = run_ctl(NULL, "EMQ_ADDR=nowhere", 1, (const char *const[]){"ping", NULL});
+    assert_exit(r, 1);
+    assert_has(r.err, "emqctl: EIO: cannot talk to emqd at 127.0.0.1:1");
+    run_free(&r);
+}
+
 Test(emqctl_usage, man_page_renders_without_warnings)
 {
     if (access("/usr/bin/groff", X_OK) != 0)
