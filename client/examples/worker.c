@@ -4,6 +4,9 @@
  *              [--credit N] [--lease-ms N] QUEUE
  *   emq-worker --help | --version
  *
+ * $EMQ_ADDR and $EMQ_TOKEN are the defaults of --addr and --token, as
+ * for emqctl.
+ *
  * It streams QUEUE (both its grouped lanes and its flat set, each with
  * credit N, default 1) and handles one job at a time. The payload decides
  * what "work" is, so tests and demos can steer it:
@@ -286,9 +289,9 @@ static void help(void)
            "ungrouped set) and works one job at a time, as its payload says.\n"
            "\n"
            "Options:\n"
-           "  --addr HOST:PORT   the server (default 127.0.0.1:7711)\n"
+           "  --addr HOST:PORT   the server (default $EMQ_ADDR, else 127.0.0.1:7711)\n"
            "  --socket PATH      connect to a unix socket instead\n"
-           "  --token T          authenticate with T\n"
+           "  --token T          authenticate with T (default $EMQ_TOKEN)\n"
            "  --credit N         jobs each of the two streams may hold at once (default 1)\n"
            "  --lease-ms N       lease length, extended when half is gone (default 30000)\n"
            "  -h, --help         show this help\n"
@@ -337,6 +340,19 @@ static int positive(const char *name, const char *s, int *out)
     return 0;
 }
 
+/* $EMQ_ADDR and $EMQ_TOKEN into o, the defaults emqctl takes too. Returns
+ * an EMQ_ADDR that does not parse (an error unless --addr or --socket
+ * stands in for it), or NULL. */
+static const char *env_defaults(struct emq_options *o)
+{
+    const char *addr = getenv("EMQ_ADDR"), *token = getenv("EMQ_TOKEN");
+    if (token != NULL && token[0] != '\0')
+        o->token = token;
+    if (addr == NULL || addr[0] == '\0' || emq_parse_addr(o, addr) == EMQ_OK)
+        return NULL;
+    return addr; /* emq_parse_addr changed nothing */
+}
+
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -346,13 +362,18 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},        {NULL, 0, NULL, 0},
     };
     struct worker w = {.credit = 1, .lease_ms = 30000, .opts = {.name = "emq-worker"}};
+    const char *bad_env = env_defaults(&w.opts);
     bool want_help = false, want_version = false;
     int opt, rc = 0;
     opterr = 0;
     while (rc == 0 && (opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        if (opt == 'a' && emq_parse_addr(&w.opts, optarg) != EMQ_OK)
-            rc = usage_error("bad --addr \"%s\": expected HOST:PORT", optarg);
-        else if (opt == 's')
+        if (opt == 'a') {
+            /* All of it replaces $EMQ_ADDR: "--addr 7712" is 127.0.0.1:7712. */
+            w.opts.host = NULL;
+            w.opts.port = 0;
+            if (emq_parse_addr(&w.opts, optarg) != EMQ_OK)
+                rc = usage_error("bad --addr \"%s\": expected HOST:PORT", optarg);
+        } else if (opt == 's')
             w.opts.unix_path = optarg;
         else if (opt == 't')
             w.opts.token = optarg;
@@ -367,6 +388,9 @@ int main(int argc, char **argv)
         else if (opt == '?' || opt == ':')
             rc = bad_option(opt, argv);
     }
+    if (rc == 0 && bad_env != NULL && !want_help && !want_version && w.opts.unix_path == NULL &&
+        w.opts.port == 0)
+        rc = usage_error("bad EMQ_ADDR \"%s\": expected HOST:PORT", bad_env);
     if (rc != 0)
         return rc;
     if (want_help) {

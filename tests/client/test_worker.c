@@ -398,6 +398,56 @@ Test(worker_cli, usage_errors_are_three_lines_on_stderr_with_exit_2)
     }
 }
 
+/* A bad $EMQ_ADDR is a usage error for a run that would use it, not for
+ * --help or --version. */
+Test(worker_cli, a_bad_emq_addr_fails_only_what_would_use_it)
+{
+    static struct cli_run r;
+    cli_run("EMQ_ADDR=nowhere \"$EMQ_WORKER\" mail", &r);
+    cr_assert_eq(r.status, 2, "exit %d, stderr: %s", r.status, r.err);
+    cr_assert_str_eq(r.err, "emq-worker: bad EMQ_ADDR \"nowhere\": expected HOST:PORT\n"
+                            "usage: emq-worker [options] QUEUE\ntry 'emq-worker --help'\n");
+    static const char *const fine[] = {"--version", "--help"};
+    for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "EMQ_ADDR=nowhere \"$EMQ_WORKER\" %s", fine[i]);
+        cli_run(cmd, &r);
+        cr_assert_eq(r.status, 0, "%s: exit %d, stderr: %s", fine[i], r.status, r.err);
+    }
+}
+
+/* $EMQ_ADDR and $EMQ_TOKEN stand in for --addr and --token, as for emqctl. */
+Test(worker, takes_emq_addr_and_emq_token_from_the_environment)
+{
+    emqd_kill(&fx_emqd);
+    cr_assert_eq(
+        emqd_start(&fx_emqd, fx_redis.port, (const char *const[]){"--token", "s3cret", NULL}), 0);
+    /* A wrong token is an error reconnecting cannot fix: the worker exits 1
+     * at once. Only the test's daemon asks for a token, so EAUTH shows
+     * where the worker went: to $EMQ_ADDR, or to --addr over a bad one. */
+    char cmds[2][256];
+    snprintf(cmds[0], sizeof(cmds[0]),
+             "EMQ_ADDR=127.0.0.1:%d EMQ_TOKEN=wrong timeout 60 \"$EMQ_WORKER\" w", fx_emqd.port);
+    snprintf(cmds[1], sizeof(cmds[1]),
+             "EMQ_ADDR=nowhere EMQ_TOKEN=wrong timeout 60 \"$EMQ_WORKER\" --addr 127.0.0.1:%d w",
+             fx_emqd.port);
+    for (size_t i = 0; i < 2; i++) {
+        static struct cli_run r;
+        cli_run(cmds[i], &r);
+        cr_assert_eq(r.status, 1, "%s: exit %d, stderr: %s", cmds[i], r.status, r.err);
+        cr_assert(strstr(r.err, "EAUTH") != NULL, "%s: stderr: %s", cmds[i], r.err);
+    }
+    /* The right token, from the environment, is let in. */
+    setenv("EMQ_TOKEN", "s3cret", 1);
+    wk_stderr_too = true;
+    worker_start((const char *const[]){"w", NULL});
+    char want[128];
+    snprintf(want, sizeof(want),
+             "emq-worker: connected to 127.0.0.1:%d, streaming queue w (credit 1)", fx_emqd.port);
+    expect_line(want);
+    cr_assert_eq(worker_term(), 0);
+}
+
 /* The man page renders cleanly and documents every option --help lists. */
 Test(worker_cli, man_page_renders_and_documents_every_option)
 {
