@@ -19,8 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define EMQ_DEFAULT_HOST    "127.0.0.1"
-#define EMQ_DEFAULT_PORT    7711
 #define EMQ_DEFAULT_TIMEOUT 10000
 #define EMQ_CLOSE_WAIT_MS   2000 /* how long emq_close waits for quit's reply */
 

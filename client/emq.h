@@ -92,6 +92,13 @@ int emq_connect(struct emq **out, const struct emq_options *opts);
  * malformed (a bare IPv6 literal needs brackets). */
 int emq_parse_addr(struct emq_options *opts, const char *addr);
 
+/* The server opts points at, as emq_parse_addr reads it, with the defaults
+ * filled in: "HOST:PORT", "[V6]:PORT", or the unix socket's path (written
+ * "unix:PATH" when it does not start with '/'). For messages such as
+ * "connected to 127.0.0.1:7711". Written into buf (truncated to size, NUL
+ * terminated when size > 0), which is returned. */
+const char *emq_format_addr(const struct emq_options *opts, char *buf, size_t size);
+
 /* Say quit, close and free. Safe with NULL. On a working connection it
  * waits (at most 2 s, ignoring interrupts) for quit's reply, so every
  * request sent has been read by the server. Leases the connection holds

@@ -1,7 +1,9 @@
 /* emq_addr: emq_parse_addr, the "HOST:PORT" / "[V6]:PORT" / "PORT" /
- * "unix:PATH" syntax every libemq program accepts (see emq.h). */
+ * "unix:PATH" syntax every libemq program accepts, and emq_format_addr,
+ * its inverse for messages (see emq.h). */
 #include "emq_int.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* Parse a decimal port 1..65535 spanning [s, end). */
@@ -59,4 +61,17 @@ int emq_parse_addr(struct emq_options *opts, const char *addr)
     opts->port = port;
     opts->unix_path = NULL;
     return EMQ_OK;
+}
+
+const char *emq_format_addr(const struct emq_options *opts, char *buf, size_t size)
+{
+    const char *host = opts->host != NULL ? opts->host : EMQ_DEFAULT_HOST;
+    int port = opts->port > 0 ? opts->port : EMQ_DEFAULT_PORT;
+    if (opts->unix_path != NULL)
+        snprintf(buf, size, "%s%s", opts->unix_path[0] == '/' ? "" : "unix:", opts->unix_path);
+    else if (strchr(host, ':') != NULL) /* an IPv6 literal */
+        snprintf(buf, size, "[%s]:%d", host, port);
+    else
+        snprintf(buf, size, "%s:%d", host, port);
+    return buf;
 }

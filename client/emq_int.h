@@ -15,6 +15,10 @@
  * exhausting memory. */
 #define EMQ_MAX_LINE (64u << 20)
 
+/* Where emq_connect goes when emq_options leaves host or port unset. */
+#define EMQ_DEFAULT_HOST "127.0.0.1"
+#define EMQ_DEFAULT_PORT 7711
+
 /* One queued push line, in arrival order. */
 struct emq_push {
     struct emq_push *next;

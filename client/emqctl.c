@@ -26,7 +26,7 @@ struct ctl_optdef {
     long long min, max;
 };
 
-enum { G_ADDR = -1, G_SOCKET = -2, G_TOKEN = -3, G_JSON = -4, G_HELP = -5 };
+enum { G_ADDR = -1, G_SOCKET = -2, G_TOKEN = -3, G_JSON = -4, G_HELP = -5, G_VERSION = -6 };
 
 static const struct ctl_optdef ctl_optdefs[] = {
     {"addr", 0, G_ADDR, true, false, 0, 0},
@@ -34,6 +34,7 @@ static const struct ctl_optdef ctl_optdefs[] = {
     {"token", 0, G_TOKEN, true, false, 0, 0},
     {"json", 0, G_JSON, false, false, 0, 0},
     {"help", 'h', G_HELP, false, false, 0, 0},
+    {"version", 0, G_VERSION, false, false, 0, 0},
     {"limit", 0, CTL_O_LIMIT, true, true, 1, LLONG_MAX},
     {"yes", 'y', CTL_O_YES, false, false, 0, 0},
     {"group", 0, CTL_O_GROUP, true, false, 0, 0},
@@ -66,7 +67,19 @@ static const char ctl_global_help[] =
     "  --socket PATH      connect to a unix socket instead\n"
     "  --token T          authenticate with T (default $EMQ_TOKEN)\n"
     "  --json             print the server's replies, one JSON object per line\n"
-    "  -h, --help         show help (also after a command)\n";
+    "  -h, --help         show help (also after a command)\n"
+    "  --version          print \"emqctl VERSION\" and exit\n";
+
+static const char ctl_program_synopsis[] =
+    "usage: emqctl [--addr HOST:PORT | --socket PATH] [--token T] [--json] COMMAND ...\n";
+
+static int ctl_run_help(struct ctl *ctl);
+
+/* `emqctl help [COMMAND]`: the same text as --help, for those who type it
+ * as a command. */
+static const struct ctl_cmd ctl_help_cmd = {
+    "help", "[COMMAND]", "show this help, or a command's", NULL, 0, 1, 0, false, ctl_run_help,
+};
 
 /* Every command, in help order. */
 static const struct ctl_cmd *ctl_find(const char *name)
@@ -78,6 +91,8 @@ static const struct ctl_cmd *ctl_find(const char *name)
         return &ctl_enqueue_cmd;
     if (strcmp(name, ctl_top_cmd.name) == 0)
         return &ctl_top_cmd;
+    if (strcmp(name, ctl_help_cmd.name) == 0)
+        return &ctl_help_cmd;
     return NULL;
 }
 
@@ -90,22 +105,35 @@ static void ctl_help_line(FILE *out, const struct ctl_cmd *c)
 
 static void ctl_program_usage(FILE *out)
 {
-    fputs("usage: emqctl [--addr HOST:PORT | --socket PATH] [--token T] [--json] COMMAND ...\n"
-          "\nAdmin CLI for the emqd job queue.\n\nCommands:\n",
-          out);
+    fputs(ctl_program_synopsis, out);
+    fputs("\nAdmin CLI for the emqd job queue.\n\nCommands:\n", out);
     for (const struct ctl_cmd *c = ctl_cmd_table; c->name != NULL; c++)
         ctl_help_line(out, c);
     ctl_help_line(out, &ctl_enqueue_cmd);
     ctl_help_line(out, &ctl_top_cmd);
+    ctl_help_line(out, &ctl_help_cmd);
     fprintf(out,
             "\n%s\nRun `emqctl COMMAND --help` for a command's options. "
             "Exit status: 0 ok, 1 server or connection error, 2 usage.\n",
             ctl_global_help);
 }
 
+/* The one-line synopsis of a command, as the first line of its help and
+ * under a usage error. */
+static void ctl_cmd_synopsis(FILE *out, const struct ctl_cmd *c)
+{
+    fprintf(out, "usage: emqctl [global options] %s", c->name);
+    if (c->synopsis[0] != '\0')
+        fprintf(out, " %s", c->synopsis);
+    if (c->opts != 0 && strstr(c->synopsis, "[options]") == NULL)
+        fputs(" [options]", out);
+    fputc('\n', out);
+}
+
 static void ctl_cmd_usage(FILE *out, const struct ctl_cmd *c)
 {
-    fprintf(out, "usage: emqctl [global options] %s %s\n\n%s\n", c->name, c->synopsis, c->summary);
+    ctl_cmd_synopsis(out, c);
+    fprintf(out, "\n%s\n", c->summary);
     if (c->details != NULL)
         fprintf(out, "\n%s", c->details);
     if (c->opts != 0) {
@@ -129,19 +157,38 @@ void ctl_error(const char *code, const char *fmt, ...)
 
 int ctl_usage_error(const struct ctl *ctl, const char *fmt, ...)
 {
+    const struct ctl_cmd *c = ctl != NULL ? ctl->cmd : NULL;
     va_list ap;
     va_start(ap, fmt);
     fputs("emqctl: ", stderr);
-    if (ctl != NULL && ctl->cmd != NULL)
-        fprintf(stderr, "%s: ", ctl->cmd->name);
+    if (c != NULL)
+        fprintf(stderr, "%s: ", c->name);
     vfprintf(stderr, fmt, ap);
-    fputs("\n\n", stderr);
+    fputc('\n', stderr);
     va_end(ap);
-    if (ctl != NULL && ctl->cmd != NULL)
-        ctl_cmd_usage(stderr, ctl->cmd);
-    else
-        ctl_program_usage(stderr);
+    /* Three lines at most, so the error stays on the screen: the full help
+     * is one command away. */
+    if (c != NULL) {
+        ctl_cmd_synopsis(stderr, c);
+        fprintf(stderr, "try 'emqctl %s --help'\n", c->name);
+    } else {
+        fputs(ctl_program_synopsis, stderr);
+        fputs("try 'emqctl --help'\n", stderr);
+    }
     return CTL_EXIT_USAGE;
+}
+
+static int ctl_run_help(struct ctl *ctl)
+{
+    if (ctl->npos == 0) {
+        ctl_program_usage(stdout);
+        return CTL_EXIT_OK;
+    }
+    const struct ctl_cmd *c = ctl_find(ctl->pos[0]);
+    if (c == NULL) /* the error of `emqctl nope`, not help's own */
+        return ctl_usage_error(NULL, "unknown command \"%s\"", ctl->pos[0]);
+    ctl_cmd_usage(stdout, c);
+    return CTL_EXIT_OK;
 }
 
 int ctl_parse_int(const char *s, long long min, long long max, long long *out)
@@ -175,8 +222,14 @@ static const char *ctl_optname(int id)
     return "?";
 }
 
-/* Record one option's value; *help is set by -h/--help. */
-static int ctl_set_opt(struct ctl *ctl, const struct ctl_optdef *d, const char *val, bool *help)
+/* What the command line asks for besides a command: help or the version. */
+struct ctl_info {
+    bool help, version;
+};
+
+/* Record one option's value; -h/--help and --version are noted in *info. */
+static int ctl_set_opt(struct ctl *ctl, const struct ctl_optdef *d, const char *val,
+                       struct ctl_info *info)
 {
     switch (d->id) {
     case G_ADDR:
@@ -196,7 +249,10 @@ static int ctl_set_opt(struct ctl *ctl, const struct ctl_optdef *d, const char *
         ctl->json = true;
         return 0;
     case G_HELP:
-        *help = true;
+        info->help = true;
+        return 0;
+    case G_VERSION:
+        info->version = true;
         return 0;
     }
     if (d->numeric && ctl_parse_int(val, d->min, d->max, &ctl->num[d->id]) != 0)
@@ -213,7 +269,7 @@ static bool ctl_is_option(const char *arg)
 }
 
 /* One option at argv[*i] (its value may be the next argument). */
-static int ctl_parse_opt(struct ctl *ctl, int argc, char **argv, int *i, bool *help)
+static int ctl_parse_opt(struct ctl *ctl, int argc, char **argv, int *i, struct ctl_info *info)
 {
     const char *arg = argv[*i], *val = NULL;
     const struct ctl_optdef *d;
@@ -234,20 +290,22 @@ static int ctl_parse_opt(struct ctl *ctl, int argc, char **argv, int *i, bool *h
             return ctl_usage_error(ctl, "--%s needs a value", d->name);
         val = argv[++*i];
     }
-    return ctl_set_opt(ctl, d, val != NULL ? val : "", help);
+    return ctl_set_opt(ctl, d, val != NULL ? val : "", info);
 }
 
 /* Parse the whole line: options anywhere, the first positional names the
- * command. Returns 0, CTL_EXIT_USAGE, or -1 when help was printed. */
+ * command. Returns 0, CTL_EXIT_USAGE, or -1 when help or the version was
+ * printed. */
 static int ctl_parse(struct ctl *ctl, int argc, char **argv)
 {
-    bool help = false, dashdash = false;
+    struct ctl_info info = {0};
+    bool dashdash = false;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (!dashdash && strcmp(arg, "--") == 0) {
             dashdash = true;
         } else if (!dashdash && ctl_is_option(arg)) {
-            int rc = ctl_parse_opt(ctl, argc, argv, &i, &help);
+            int rc = ctl_parse_opt(ctl, argc, argv, &i, &info);
             if (rc != 0)
                 return rc;
         } else if (ctl->cmd == NULL) {
@@ -260,11 +318,15 @@ static int ctl_parse(struct ctl *ctl, int argc, char **argv)
             ctl->pos[ctl->npos++] = arg;
         }
     }
-    if (help) {
+    if (info.help) {
         if (ctl->cmd != NULL)
             ctl_cmd_usage(stdout, ctl->cmd);
         else
             ctl_program_usage(stdout);
+        return -1;
+    }
+    if (info.version) {
+        puts("emqctl " EMQ_VERSION);
         return -1;
     }
     if (ctl->cmd == NULL)
@@ -279,18 +341,20 @@ static int ctl_parse(struct ctl *ctl, int argc, char **argv)
     return 0;
 }
 
-/* The environment's defaults, overridden by the command line. */
-static int ctl_defaults(struct ctl *ctl)
+/* The environment's defaults, overridden by the command line. Returns an
+ * EMQ_ADDR that does not parse, or NULL: it is an error only for a command
+ * that would use it (not for help, nor with --addr or --socket). */
+static const char *ctl_defaults(struct ctl *ctl)
 {
-    const char *addr = getenv("EMQ_ADDR"), *token = getenv("EMQ_TOKEN");
+    const char *addr = getenv("EMQ_ADDR"), *token = getenv("EMQ_TOKEN"), *bad = NULL;
     if (addr != NULL && addr[0] != '\0' && emq_parse_addr(&ctl->opts, addr) != EMQ_OK)
-        return ctl_usage_error(NULL, "bad EMQ_ADDR \"%s\": expected HOST:PORT", addr);
+        bad = addr; /* emq_parse_addr changed nothing */
     if (token != NULL && token[0] != '\0')
         ctl->opts.token = token;
     const char *nc = getenv("NO_COLOR");
     ctl->color = isatty(STDOUT_FILENO) && (nc == NULL || nc[0] == '\0');
     ctl->opts.name = "emqctl";
-    return 0;
+    return bad;
 }
 
 static int ctl_connect(struct ctl *ctl)
@@ -302,11 +366,7 @@ static int ctl_connect(struct ctl *ctl)
     if (rc == EMQ_OK)
         return 0;
     char where[300];
-    if (ctl->opts.unix_path != NULL)
-        snprintf(where, sizeof(where), "%s", ctl->opts.unix_path);
-    else
-        snprintf(where, sizeof(where), "%s:%d", ctl->opts.host ? ctl->opts.host : "127.0.0.1",
-                 ctl->opts.port ? ctl->opts.port : 7711);
+    emq_format_addr(&ctl->opts, where, sizeof(where));
     const char *msg = ctl->conn != NULL ? emq_errmsg(ctl->conn) : "";
     size_t clen = strlen(emq_code_name(rc));
     if (strncmp(msg, emq_code_name(rc), clen) == 0 && strncmp(msg + clen, ": ", 2) == 0)
@@ -401,9 +461,11 @@ int ctl_confirm(const struct ctl *ctl, const char *question)
 int main(int argc, char **argv)
 {
     struct ctl ctl = {0};
-    int rc = ctl_defaults(&ctl);
-    if (rc == 0)
-        rc = ctl_parse(&ctl, argc, argv);
+    const char *bad_addr = ctl_defaults(&ctl);
+    int rc = ctl_parse(&ctl, argc, argv);
+    if (rc == 0 && bad_addr != NULL && ctl.cmd != &ctl_help_cmd && ctl.opts.unix_path == NULL &&
+        ctl.opts.port == 0)
+        rc = ctl_usage_error(NULL, "bad EMQ_ADDR \"%s\": expected HOST:PORT", bad_addr);
     if (rc < 0)
         return CTL_EXIT_OK;
     if (rc == 0)

@@ -2,6 +2,10 @@
  *
  *   emq-worker [--addr HOST:PORT | --socket PATH] [--token T]
  *              [--credit N] [--lease-ms N] QUEUE
+ *   emq-worker --help | --version
+ *
+ * $EMQ_ADDR and $EMQ_TOKEN are the defaults of --addr and --token, as
+ * for emqctl.
  *
  * It streams QUEUE (both its grouped lanes and its flat set, each with
  * credit N, default 1) and handles one job at a time. The payload decides
@@ -19,6 +23,11 @@
  *   failed JOB... group - attempt 2 state delayed      (group "-": ungrouped)
  *   released JOB... group TENacme attempt 1            (at shutdown)
  *
+ * Each time its streams are open, after connecting or reconnecting, one
+ * line goes to stderr with the errors, so an operator sees it at work:
+ *
+ *   emq-worker: connected to 127.0.0.1:7711, streaming queue mail (credit 1)
+ *
  * Leases: the worker times each lease itself from when the library read
  * the job (the protocol's advice; lease_until is on the backend's clock)
  * and extends it by --lease-ms (default 30000) once half of it is gone.
@@ -32,10 +41,15 @@
  * finished. Then the streams' credit goes to 0 (so no release frees a
  * credit the daemon would refill), a longer current job and every job
  * already pushed are released, and the worker says quit and exits 0.
+ *
+ * Exit status: 0 after such a stop (and for --help, --version), 1 for an
+ * error that reconnecting cannot fix (a refused token, a bad queue name),
+ * 2 for a bad command line, reported on stderr in three lines.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,9 +233,20 @@ static bool fatal(int rc)
            rc == EMQ_ENOMEM;
 }
 
+/* Say where the worker is streaming from, once per connection: an operator
+ * starting it, or watching it come back after emqd did, sees it working. */
+static void say_connected(const struct worker *w, bool again)
+{
+    char where[300];
+    fprintf(stderr, "emq-worker: %sconnected to %s, streaming queue %s (credit %d)\n",
+            again ? "re" : "", emq_format_addr(&w->opts, where, sizeof(where)), w->queue,
+            w->credit);
+}
+
 static int run(struct worker *w)
 {
     long backoff = BACKOFF_MIN;
+    bool streamed = false; /* a connection of this run has streamed before */
     while (!stop) {
         struct emq *c = NULL;
         int rc = emq_connect(&c, &w->opts);
@@ -231,6 +256,8 @@ static int run(struct worker *w)
             rc = open_streams(c, w, w->credit);
         if (rc == EMQ_OK) {
             backoff = BACKOFF_MIN; /* connected and streaming: start over */
+            say_connected(w, streamed);
+            streamed = true;
             rc = emq_stream_run(c, handle_job, w);
         }
         if (stop || rc == WORKER_STOPPED) {
@@ -251,53 +278,133 @@ static int run(struct worker *w)
     return 0;
 }
 
-static int usage(void)
+#define SYNOPSIS  "usage: emq-worker [options] QUEUE\n"
+#define MAX_VALUE 86400000 /* the largest --credit or --lease-ms */
+
+static void help(void)
 {
-    fprintf(stderr, "usage: emq-worker [--addr HOST:PORT | --socket PATH] [--token T]\n"
-                    "                  [--credit N] [--lease-ms N] QUEUE\n");
+    printf(SYNOPSIS
+           "\n"
+           "The example worker: streams QUEUE from emqd (its grouped lanes and its\n"
+           "ungrouped set) and works one job at a time, as its payload says.\n"
+           "\n"
+           "Options:\n"
+           "  --addr HOST:PORT   the server (default $EMQ_ADDR, else 127.0.0.1:7711)\n"
+           "  --socket PATH      connect to a unix socket instead\n"
+           "  --token T          authenticate with T (default $EMQ_TOKEN)\n"
+           "  --credit N         jobs each of the two streams may hold at once (default 1)\n"
+           "  --lease-ms N       lease length, extended when half is gone (default 30000)\n"
+           "  -h, --help         show this help\n"
+           "  --version          print \"emq-worker VERSION\" and exit\n"
+           "\n"
+           "Settled jobs go to stdout, one line each; (re)connections and errors go to\n"
+           "stderr.\n"
+           "SIGTERM or SIGINT releases held jobs and exits. Exit status: 0 stopped by a\n"
+           "signal, 1 an error that reconnecting cannot fix, 2 usage.\n");
+}
+
+/* A bad command line: the error, the synopsis and where the help is, on
+ * stderr (three lines, so the error stays on the screen). */
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("emq-worker: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\n" SYNOPSIS "try 'emq-worker --help'\n", stderr);
     return EXIT_USAGE;
 }
 
-/* A positive int option, or -1. */
-static int positive(const char *s)
+/* The option getopt_long refused (opterr is off, so it said nothing). */
+static int bad_option(int opt, char **argv)
+{
+    const char *arg = argv[optind - 1];
+    if (opt == ':')
+        return usage_error("%s needs a value", arg);
+    if (optopt != 0 && strncmp(arg, "--", 2) != 0) /* a short one, maybe in a cluster */
+        return usage_error("unknown option \"-%c\"", optopt);
+    return usage_error("unknown option \"%s\"", arg);
+}
+
+/* A positive int option (at most MAX_VALUE) into *out; 0 or the usage exit. */
+static int positive(const char *name, const char *s, int *out)
 {
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    return errno == 0 && *s != '\0' && *end == '\0' && v > 0 && v <= 86400000 ? (int)v : -1;
+    if (errno != 0 || *s == '\0' || *end != '\0' || v <= 0 || v > MAX_VALUE)
+        return usage_error("--%s wants an integer in 1..%d, not \"%s\"", name, MAX_VALUE, s);
+    *out = (int)v;
+    return 0;
+}
+
+/* $EMQ_ADDR and $EMQ_TOKEN into o, the defaults emqctl takes too. Returns
+ * an EMQ_ADDR that does not parse (an error unless --addr or --socket
+ * stands in for it), or NULL. */
+static const char *env_defaults(struct emq_options *o)
+{
+    const char *addr = getenv("EMQ_ADDR"), *token = getenv("EMQ_TOKEN");
+    if (token != NULL && token[0] != '\0')
+        o->token = token;
+    if (addr == NULL || addr[0] == '\0' || emq_parse_addr(o, addr) == EMQ_OK)
+        return NULL;
+    return addr; /* emq_parse_addr changed nothing */
 }
 
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"addr", required_argument, NULL, 'a'},
-        {"socket", required_argument, NULL, 's'},
-        {"token", required_argument, NULL, 't'},
-        {"credit", required_argument, NULL, 'c'},
-        {"lease-ms", required_argument, NULL, 'l'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"addr", required_argument, NULL, 'a'},     {"socket", required_argument, NULL, 's'},
+        {"token", required_argument, NULL, 't'},    {"credit", required_argument, NULL, 'c'},
+        {"lease-ms", required_argument, NULL, 'l'}, {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},        {NULL, 0, NULL, 0},
     };
     struct worker w = {.credit = 1, .lease_ms = 30000, .opts = {.name = "emq-worker"}};
-    int opt;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        if (opt == 'a' && emq_parse_addr(&w.opts, optarg) != EMQ_OK) {
-            fprintf(stderr, "emq-worker: bad address \"%s\"\n", optarg);
-            return EXIT_USAGE;
-        } else if (opt == 's') {
+    const char *bad_env = env_defaults(&w.opts);
+    bool want_help = false, want_version = false;
+    int opt, rc = 0;
+    opterr = 0;
+    while (rc == 0 && (opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        if (opt == 'a') {
+            /* All of it replaces $EMQ_ADDR: "--addr 7712" is 127.0.0.1:7712. */
+            w.opts.host = NULL;
+            w.opts.port = 0;
+            if (emq_parse_addr(&w.opts, optarg) != EMQ_OK)
+                rc = usage_error("bad --addr \"%s\": expected HOST:PORT", optarg);
+        } else if (opt == 's')
             w.opts.unix_path = optarg;
-        } else if (opt == 't') {
+        else if (opt == 't')
             w.opts.token = optarg;
-        } else if (opt == 'c' && (w.credit = positive(optarg)) < 0) {
-            return usage();
-        } else if (opt == 'l' && (w.lease_ms = positive(optarg)) < 0) {
-            return usage();
-        } else if (opt == 'h' || opt == '?') {
-            return usage();
-        }
+        else if (opt == 'c')
+            rc = positive("credit", optarg, &w.credit);
+        else if (opt == 'l')
+            rc = positive("lease-ms", optarg, &w.lease_ms);
+        else if (opt == 'h')
+            want_help = true;
+        else if (opt == 'V')
+            want_version = true;
+        else if (opt == '?' || opt == ':')
+            rc = bad_option(opt, argv);
     }
-    if (optind != argc - 1)
-        return usage();
+    if (rc == 0 && bad_env != NULL && !want_help && !want_version && w.opts.unix_path == NULL &&
+        w.opts.port == 0)
+        rc = usage_error("bad EMQ_ADDR \"%s\": expected HOST:PORT", bad_env);
+    if (rc != 0)
+        return rc;
+    if (want_help) {
+        help();
+        return 0;
+    }
+    if (want_version) {
+        puts("emq-worker " EMQ_VERSION);
+        return 0;
+    }
+    if (optind == argc)
+        return usage_error("no QUEUE given");
+    if (optind + 1 < argc)
+        return usage_error("unexpected argument \"%s\"", argv[optind + 1]);
     w.queue = argv[optind];
     setvbuf(stdout, NULL, _IOLBF, 0);
 

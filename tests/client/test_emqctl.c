@@ -27,7 +27,7 @@ TestSuite(emqctl_usage, .timeout = 30);
 /* Every command, for the help and man page checks. */
 static const char *const commands[] = {
     "ping",  "stats", "groups", "depth", "limit", "pause",   "resume", "reassign",
-    "drain", "reap",  "job",    "dead",  "check", "enqueue", "top",
+    "drain", "reap",  "job",    "dead",  "check", "enqueue", "top",    "help",
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -198,7 +198,7 @@ Test(emqctl_usage, help_for_the_program_and_every_command)
     run_free(&r);
     for (size_t i = 0; i < NCOMMANDS; i++) {
         char want[64];
-        snprintf(want, sizeof(want), "usage: emqctl [global options] %s ", commands[i]);
+        snprintf(want, sizeof(want), "usage: emqctl [global options] %s", commands[i]);
         r = run_ctl(NULL, NULL, 0, (const char *const[]){commands[i], "--help", NULL});
         assert_exit(r, 0);
         assert_has(r.out, want);
@@ -249,6 +249,102 @@ Test(emqctl_usage, connection_refused_is_exit_1_with_a_message)
     assert_has(r.err, "emqctl: EIO: ");
     assert_has(r.err, "refused");
     cr_assert_str_empty(r.out);
+    run_free(&r);
+}
+
+Test(emqctl_usage, version_prints_name_and_version_on_stdout)
+{
+    static const char *const lines[][3] = {{"--version", NULL}, {"stats", "--version", NULL}};
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+        struct run r = run_ctl(NULL, NULL, 1, lines[i]);
+        assert_exit(r, 0);
+        cr_assert_str_eq(r.out, "emqctl " EMQ_VERSION "\n");
+        cr_assert_str_empty(r.err);
+        run_free(&r);
+    }
+}
+
+Test(emqctl_usage, help_command_prints_what_help_prints)
+{
+    static const char *const pairs[][2][3] = {
+        {{"help", NULL}, {"--help", NULL}},
+        {{"help", "drain", NULL}, {"drain", "--help", NULL}},
+        {{"help", "enqueue", NULL}, {"enqueue", "-h", NULL}},
+    };
+    for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+        struct run cmd = run_ctl(NULL, NULL, 1, pairs[i][0]);
+        struct run opt = run_ctl(NULL, NULL, 1, pairs[i][1]);
+        assert_exit(cmd, 0);
+        assert_exit(opt, 0);
+        cr_assert_str_eq(cmd.out, opt.out, "help %s", pairs[i][0][1] ? pairs[i][0][1] : "");
+        cr_assert_str_empty(cmd.err);
+        run_free(&cmd);
+        run_free(&opt);
+    }
+}
+
+/* A usage error is the error, one usage line and a pointer to the help:
+ * nothing that would scroll the error off the screen. */
+Test(emqctl_usage, usage_errors_are_three_lines_on_stderr)
+{
+#define PROGRAM_USAGE                                                                              \
+    "usage: emqctl [--addr HOST:PORT | --socket PATH] [--token T] [--json] COMMAND ...\n"
+    static const struct {
+        const char *args[5];
+        const char *err;
+    } cases[] = {
+        {{NULL}, "emqctl: no command given\n" PROGRAM_USAGE "try 'emqctl --help'\n"},
+        {{"frobnicate", NULL},
+         "emqctl: unknown command \"frobnicate\"\n" PROGRAM_USAGE "try 'emqctl --help'\n"},
+        {{"help", "frobnicate", NULL},
+         "emqctl: unknown command \"frobnicate\"\n" PROGRAM_USAGE "try 'emqctl --help'\n"},
+        {{"--addr", "nowhere", "ping", NULL},
+         "emqctl: bad --addr \"nowhere\": expected HOST:PORT\n" PROGRAM_USAGE
+         "try 'emqctl --help'\n"},
+        {{"stats", NULL},
+         "emqctl: stats: missing arguments\n"
+         "usage: emqctl [global options] stats QUEUE\n"
+         "try 'emqctl stats --help'\n"},
+        {{"groups", "q", "--bogus", NULL},
+         "emqctl: groups: unknown option \"--bogus\"\n"
+         "usage: emqctl [global options] groups QUEUE [options]\n"
+         "try 'emqctl groups --help'\n"},
+        {{"ping", "--limit", "3", NULL},
+         "emqctl: ping: option --limit does not apply here\n"
+         "usage: emqctl [global options] ping\n"
+         "try 'emqctl ping --help'\n"},
+    };
+#undef PROGRAM_USAGE
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct run r = run_ctl(NULL, NULL, 1, cases[i].args);
+        assert_exit(r, 2);
+        cr_assert_str_eq(r.err, cases[i].err, "case %zu", i);
+        cr_assert_str_empty(r.out, "case %zu printed to stdout: %s", i, r.out);
+        run_free(&r);
+    }
+}
+
+/* A bad $EMQ_ADDR is a usage error for a command that would use it, not for
+ * the help that the error points to, nor when --addr overrides it. */
+Test(emqctl_usage, a_bad_emq_addr_fails_only_what_would_use_it)
+{
+    struct run r = run_ctl(NULL, "EMQ_ADDR=nowhere", 0, (const char *const[]){"ping", NULL});
+    assert_exit(r, 2);
+    cr_assert_str_eq(r.err, "emqctl: bad EMQ_ADDR \"nowhere\": expected HOST:PORT\n"
+                            "usage: emqctl [--addr HOST:PORT | --socket PATH] [--token T] [--json] "
+                            "COMMAND ...\ntry 'emqctl --help'\n");
+    run_free(&r);
+    static const char *const fine[][2] = {{"--help", NULL}, {"--version", NULL}, {"help", NULL}};
+    for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
+        r = run_ctl(NULL, "EMQ_ADDR=nowhere", 0, fine[i]);
+        assert_exit(r, 0);
+        cr_assert_str_empty(r.err);
+        run_free(&r);
+    }
+    /* --addr wins: port 1 has no listener, so this is a connection error. */
+    r = run_ctl(NULL, "EMQ_ADDR=nowhere", 1, (const char *const[]){"ping", NULL});
+    assert_exit(r, 1);
+    assert_has(r.err, "emqctl: EIO: cannot talk to emqd at 127.0.0.1:1");
     run_free(&r);
 }
 

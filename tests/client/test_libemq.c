@@ -150,6 +150,23 @@ Test(libemq, parse_addr_cases)
     cr_assert_eq(emq_parse_addr(&o, NULL), EMQ_EUSAGE);
 }
 
+Test(libemq, format_addr_fills_in_the_defaults_and_parses_back)
+{
+    char buf[300];
+    struct emq_options o = {0};
+    cr_assert_str_eq(emq_format_addr(&o, buf, sizeof(buf)), "127.0.0.1:7711");
+    static const char *const addrs[] = {"10.1.2.3:7000", "[::1]:7712", "localhost:1",
+                                        "/run/emqd.sock", "unix:rel.sock"};
+    for (size_t i = 0; i < sizeof(addrs) / sizeof(addrs[0]); i++) {
+        o = (struct emq_options){0};
+        cr_assert_eq(emq_parse_addr(&o, addrs[i]), EMQ_OK);
+        cr_assert_str_eq(emq_format_addr(&o, buf, sizeof(buf)), addrs[i]);
+    }
+    o = (struct emq_options){.port = 9000};
+    cr_assert_str_eq(emq_format_addr(&o, buf, sizeof(buf)), "127.0.0.1:9000");
+    cr_assert_str_eq(emq_format_addr(&o, buf, 5), "127.", "truncated, still a string");
+}
+
 Test(libemq, connect_refused_is_eio)
 {
     struct emq_options o = {.port = test_free_port(), .timeout_ms = 2000};

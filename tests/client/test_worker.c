@@ -29,6 +29,9 @@ struct wproc {
 };
 
 static struct wproc wk;
+/* Set before worker_start: the worker's stderr goes into the stdout pipe
+ * too, in the order written, for the lines it writes there. */
+static bool wk_stderr_too;
 
 static void worker_teardown(void)
 {
@@ -71,6 +74,8 @@ static void worker_start(const char *const *args)
     if (wk.pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         dup2(p[1], STDOUT_FILENO);
+        if (wk_stderr_too)
+            dup2(p[1], STDERR_FILENO);
         execv(bin, (char *const *)argv);
         _exit(127);
     }
@@ -248,6 +253,22 @@ Test(worker, reconnects_after_the_daemon_restarts)
     emq_close(c);
 }
 
+Test(worker, says_where_it_streams_from_when_it_connects_and_reconnects)
+{
+    wk_stderr_too = true;
+    worker_start((const char *const[]){"--credit", "2", "w", NULL});
+    char want[128];
+    snprintf(want, sizeof(want),
+             "emq-worker: connected to 127.0.0.1:%d, streaming queue w (credit 2)", fx_emqd.port);
+    expect_line(want);
+    emqd_kill(&fx_emqd);
+    cr_assert_eq(emqd_restart(&fx_emqd, fx_redis.port, NULL), 0, "restart on %d", fx_emqd.port);
+    snprintf(want, sizeof(want),
+             "emq-worker: reconnected to 127.0.0.1:%d, streaming queue w (credit 2)", fx_emqd.port);
+    expect_line(want);
+    cr_assert_eq(worker_term(), 0);
+}
+
 Test(worker, sigterm_releases_held_jobs_and_exits_0)
 {
     worker_start((const char *const[]){"--credit", "3", "w", NULL});
@@ -281,6 +302,192 @@ Test(worker, sigterm_releases_held_jobs_and_exits_0)
     cr_assert_str_eq(jstr(row, "error"), "worker shutting down");
     json_decref(row);
     emq_close(c);
+}
+
+/* ---- The command line --------------------------------------------------- */
+
+TestSuite(worker_cli, .timeout = 30);
+
+/* One shell command line's run: exit status (-1 if it did not exit),
+ * stdout and stderr. */
+struct cli_run {
+    int status;
+    char out[4096], err[4096];
+};
+
+/* The file dir/name into buf (cut to size), then removed. */
+static void take_file(const char *dir, const char *name, char *buf, size_t size)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    buf[fread(buf, 1, size - 1, f)] = '\0';
+    fclose(f);
+    unlink(path);
+}
+
+/* Run `sh -c cmd` with stdin from /dev/null, stdout and stderr to files. */
+static void cli_run(const char *cmd, struct cli_run *r)
+{
+    char dir[] = "/tmp/emq-cli-XXXXXX", line[2048];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(line, sizeof(line), "(%s) </dev/null >%s/out 2>%s/err", cmd, dir, dir);
+    int st = system(line);
+    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    take_file(dir, "out", r->out, sizeof(r->out));
+    take_file(dir, "err", r->err, sizeof(r->err));
+    rmdir(dir);
+}
+
+/* $EMQ_WORKER with args (shell words), no daemon. */
+static void worker_cli(const char *args, struct cli_run *r)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "\"$EMQ_WORKER\" %s", args);
+    cli_run(cmd, r);
+}
+
+Test(worker_cli, version_prints_name_and_version_on_stdout)
+{
+    static struct cli_run r;
+    worker_cli("--version", &r);
+    cr_assert_eq(r.status, 0);
+    cr_assert_str_eq(r.out, "emq-worker " EMQ_VERSION "\n");
+    cr_assert_str_empty(r.err);
+}
+
+Test(worker_cli, help_goes_to_stdout_with_exit_0)
+{
+    static const char *const asks[] = {"--help", "-h", "--credit 2 --help"};
+    static struct cli_run r;
+    for (size_t i = 0; i < sizeof(asks) / sizeof(asks[0]); i++) {
+        worker_cli(asks[i], &r);
+        cr_assert_eq(r.status, 0, "%s: exit %d, stderr: %s", asks[i], r.status, r.err);
+        cr_assert(strncmp(r.out, "usage: emq-worker [options] QUEUE\n", 34) == 0, "%s", r.out);
+        cr_assert(strstr(r.out, "--lease-ms N") != NULL && strstr(r.out, "Exit status") != NULL,
+                  "%s", r.out);
+        cr_assert_str_empty(r.err, "%s", asks[i]);
+    }
+}
+
+/* A usage error is the error, the synopsis and a pointer to the help on
+ * stderr, exit 2, before anything is connected to. */
+Test(worker_cli, usage_errors_are_three_lines_on_stderr_with_exit_2)
+{
+    static const char *const cases[][2] = {
+        {"", "no QUEUE given"},
+        {"mail extra", "unexpected argument \"extra\""},
+        {"--bogus mail", "unknown option \"--bogus\""},
+        {"-x mail", "unknown option \"-x\""},
+        {"mail --credit", "--credit needs a value"},
+        {"--credit 0 mail", "--credit wants an integer in 1..86400000, not \"0\""},
+        {"--lease-ms=soon mail", "--lease-ms wants an integer in 1..86400000, not \"soon\""},
+        {"--addr nowhere mail", "bad --addr \"nowhere\": expected HOST:PORT"},
+    };
+    static struct cli_run r;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char want[256];
+        snprintf(want, sizeof(want),
+                 "emq-worker: %s\nusage: emq-worker [options] QUEUE\ntry 'emq-worker --help'\n",
+                 cases[i][1]);
+        worker_cli(cases[i][0], &r);
+        cr_assert_eq(r.status, 2, "\"%s\": exit %d", cases[i][0], r.status);
+        cr_assert_str_eq(r.err, want, "\"%s\"", cases[i][0]);
+        cr_assert_str_empty(r.out, "\"%s\"", cases[i][0]);
+    }
+}
+
+/* A bad $EMQ_ADDR is a usage error for a run that would use it, not for
+ * --help or --version. */
+Test(worker_cli, a_bad_emq_addr_fails_only_what_would_use_it)
+{
+    static struct cli_run r;
+    cli_run("EMQ_ADDR=nowhere \"$EMQ_WORKER\" mail", &r);
+    cr_assert_eq(r.status, 2, "exit %d, stderr: %s", r.status, r.err);
+    cr_assert_str_eq(r.err, "emq-worker: bad EMQ_ADDR \"nowhere\": expected HOST:PORT\n"
+                            "usage: emq-worker [options] QUEUE\ntry 'emq-worker --help'\n");
+    static const char *const fine[] = {"--version", "--help"};
+    for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "EMQ_ADDR=nowhere \"$EMQ_WORKER\" %s", fine[i]);
+        cli_run(cmd, &r);
+        cr_assert_eq(r.status, 0, "%s: exit %d, stderr: %s", fine[i], r.status, r.err);
+    }
+}
+
+/* $EMQ_ADDR and $EMQ_TOKEN stand in for --addr and --token, as for emqctl. */
+Test(worker, takes_emq_addr_and_emq_token_from_the_environment)
+{
+    emqd_kill(&fx_emqd);
+    cr_assert_eq(
+        emqd_start(&fx_emqd, fx_redis.port, (const char *const[]){"--token", "s3cret", NULL}), 0);
+    /* A wrong token is an error reconnecting cannot fix: the worker exits 1
+     * at once. Only the test's daemon asks for a token, so EAUTH shows
+     * where the worker went: to $EMQ_ADDR, or to --addr over a bad one. */
+    char cmds[2][256];
+    snprintf(cmds[0], sizeof(cmds[0]),
+             "EMQ_ADDR=127.0.0.1:%d EMQ_TOKEN=wrong timeout 60 \"$EMQ_WORKER\" w", fx_emqd.port);
+    snprintf(cmds[1], sizeof(cmds[1]),
+             "EMQ_ADDR=nowhere EMQ_TOKEN=wrong timeout 60 \"$EMQ_WORKER\" --addr 127.0.0.1:%d w",
+             fx_emqd.port);
+    for (size_t i = 0; i < 2; i++) {
+        static struct cli_run r;
+        cli_run(cmds[i], &r);
+        cr_assert_eq(r.status, 1, "%s: exit %d, stderr: %s", cmds[i], r.status, r.err);
+        cr_assert(strstr(r.err, "EAUTH") != NULL, "%s: stderr: %s", cmds[i], r.err);
+    }
+    /* The right token, from the environment, is let in. */
+    setenv("EMQ_TOKEN", "s3cret", 1);
+    wk_stderr_too = true;
+    worker_start((const char *const[]){"w", NULL});
+    char want[128];
+    snprintf(want, sizeof(want),
+             "emq-worker: connected to 127.0.0.1:%d, streaming queue w (credit 1)", fx_emqd.port);
+    expect_line(want);
+    cr_assert_eq(worker_term(), 0);
+}
+
+/* The man page renders cleanly and documents every option --help lists. */
+Test(worker_cli, man_page_renders_and_documents_every_option)
+{
+    if (access("/usr/bin/groff", X_OK) != 0)
+        cr_skip_test("groff is not installed");
+    static struct cli_run r, help;
+    cli_run("groff -man -Tutf8 -ww -z \"$EMQ_SOURCE_ROOT/client/emq-worker.1\"", &r);
+    cr_assert_eq(r.status, 0, "groff failed: %s", r.err);
+    cr_assert_str_empty(r.err, "groff warnings:\n%s", r.err);
+    cli_run("groff -man -Tascii -P-cbou \"$EMQ_SOURCE_ROOT/client/emq-worker.1\"", &r);
+    cr_assert_eq(r.status, 0, "groff failed: %s", r.err);
+    worker_cli("--help", &help);
+    int options = 0;
+    for (const char *p = strstr(help.out, "\n  -"); p != NULL; p = strstr(p + 1, "\n  -")) {
+        /* The option as --help heads it ("--credit N"), a man page tag. */
+        const char *head = p + 3, *end = strstr(head, "  ");
+        cr_assert_not_null(end, "an option line without its help: %s", head);
+        char want[64];
+        snprintf(want, sizeof(want), "\n       %.*s\n", (int)(end - head), head);
+        cr_assert(strstr(r.out, want) != NULL, "emq-worker.1 has no entry for %s", want + 8);
+        options++;
+    }
+    cr_assert_geq(options, 7, "--help lists %d options:\n%s", options, help.out);
+    cr_assert(strstr(r.out, "\nEXIT STATUS\n") != NULL);
+}
+
+/* `meson install` puts emq-worker in bin/ and its page in man1/, and the
+ * installed binary runs. */
+Test(worker_cli, meson_install_installs_the_worker_and_its_man_page, .timeout = 120)
+{
+    cr_assert(getenv("MESON") != NULL && getenv("EMQ_BUILD_ROOT") != NULL);
+    static struct cli_run r;
+    cli_run("set -e; d=$(mktemp -d /tmp/emq-install-XXXXXX); trap 'rm -rf \"$d\"' EXIT; "
+            "\"$MESON\" install -C \"$EMQ_BUILD_ROOT\" --no-rebuild --quiet --destdir \"$d\" >&2; "
+            "cd \"$d\"; find . -path '*/share/man/man1/emq-worker.1' | grep -q .; "
+            "w=$(find . -path '*/bin/emq-worker'); lib=$(find . -name libemq.so | head -1); "
+            "LD_LIBRARY_PATH=$(dirname \"$lib\") \"$w\" --version",
+            &r);
+    cr_assert_eq(r.status, 0, "install or run failed (%d):\n%s", r.status, r.err);
+    cr_assert_str_eq(r.out, "emq-worker " EMQ_VERSION "\n");
 }
 
 /* ---- The README, run as written ---------------------------------------- */
