@@ -1,7 +1,7 @@
 #!/bin/sh
 # check_install.sh BUILD_DIR: `meson install --destdir` puts emqd, emqctl,
-# the man pages, the config (and its example) and the unit where they
-# belong; a second install (an upgrade) keeps an edited config and
+# emq-worker, the man pages, the config (and its example) and the unit
+# where they belong; a second install (an upgrade) keeps an edited config and
 # refreshes only the example.
 set -u
 build=$1
@@ -14,7 +14,8 @@ prefix=$(meson introspect "$build" --buildoptions |
          python3 -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"]=="prefix"][0])')
 fail=0
 for pattern in "$prefix/sbin/emqd" "$prefix/bin/emqctl" "$prefix/share/man/man8/emqd.8" \
-               "$prefix/share/man/man1/emqctl.1" "*/etc/emqd/emqd.conf" \
+               "$prefix/share/man/man1/emqctl.1" "$prefix/bin/emq-worker" \
+               "$prefix/share/man/man1/emq-worker.1" "*/etc/emqd/emqd.conf" \
                "*/etc/emqd/emqd.conf.example" \
                "*/systemd/system/emqd.service"; do
     found=$(cd "$dest" && find . -path ".$pattern" -o -path "./$pattern" | head -1)
