@@ -1,6 +1,8 @@
--- check: verify the five invariants of ARCHITECTURE.md for one queue.
--- Admin and test use only: it scans the queue's rows (SCAN), so its cost is
--- O(jobs + groups + ring). It changes nothing.
+-- check: verify the five store invariants for one queue; docs/ARCHITECTURE.md
+-- (section 4) states them and what this checks of each.
+-- Admin and test use only: it finds the queue's rows and lane keys with
+-- SCAN ... MATCH, which walks every key of the database, so its cost is
+-- O(keys in the database + groups + ring). It changes nothing.
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix
 -- Returns a list of violations, each a sentence; empty when all hold.
