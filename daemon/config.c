@@ -430,8 +430,11 @@ int config_parse_redis(const char *url, struct pool_config *pc, char *buf, size_
             return -EINVAL;
         pc->port = (int)port;
     }
-    /* hiredis would resolve names with a blocking getaddrinfo: only IP
-     * literals are accepted (localhost is the one name allowed). */
+    /* The host may be a name: main.c resolves it once, before the loop
+     * runs (hiredis would resolve it with a blocking getaddrinfo at every
+     * reconnect). localhost needs no lookup. */
+    if (host[0] == '\0')
+        return -EINVAL;
     if (strcmp(host, "localhost") == 0)
         host = "127.0.0.1";
     pc->host = host;
