@@ -12,7 +12,7 @@
 
 static void on_close_cb(uv_handle_t *h);
 static void read_start(struct client *c);
-static void run_lines(struct client *c);
+static bool run_lines(struct client *c);
 
 void client_ref(struct client *c)
 {
@@ -42,7 +42,7 @@ void client_unref(struct client *c)
 static void maybe_resume(struct client *c)
 {
     struct server *s = c->srv;
-    if (c->reading || c->closing || c->quit || c->resume_queued ||
+    if (c->reading || c->closing || c->quit || c->resume_queued || c->barrier != NULL ||
         c->inflight > s->cfg->max_inflight / 2)
         return;
     client_ref(c); /* dropped by client_resume_all */
@@ -131,6 +131,11 @@ static size_t op_index(const struct cmd *cmd)
 void req_ok_line(struct req *r, struct outbuf *line)
 {
     struct client *c = r->c;
+    if (c->barrier == r) {
+        /* Every call of it has run: the lines after it may run now. */
+        c->barrier = NULL;
+        maybe_resume(c);
+    }
     c->srv->results.n[op_index(r->cmd)][r->err < WIRE__END ? r->err : 0]++;
     if (c->closing) {
         /* Nobody to answer; the request was unlinked when the client
@@ -307,6 +312,8 @@ static void handle_line(struct client *c, const char *line, size_t len)
         req_error(r, WIRE_EUNAVAILABLE, "the daemon is shutting down");
         return;
     }
+    if (r->cmd->flags & CMD_BARRIER)
+        c->barrier = r; /* cleared by its reply, maybe within run */
     r->cmd->run(r);
 }
 
@@ -331,11 +338,16 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     (void)buf;
     if (nread == UV_EOF) {
         /* The peer may only have half-closed (shutdown(SHUT_WR), as nc -N
-         * and many scripts do): it still reads. Every line it sent has
-         * run; answer them all, as a stop does, then close. */
+         * and many scripts do): it still reads. Run every line it sent
+         * (those waiting behind a pause run at the resume), answer them
+         * all, as a stop does, then close. */
         log_event(LOG_DEBUG, "end of input: closing once every reply is written", "client=%s",
                   c->addr);
-        client_shutdown(c);
+        c->eof = true;
+        uv_read_stop(&c->h.stream);
+        c->reading = false;
+        if (!c->lines_left)
+            client_shutdown(c);
         return;
     }
     if (nread < 0) {
@@ -345,7 +357,7 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     if (nread == 0)
         return;
     frame_commit(&c->frame, (size_t)nread);
-    run_lines(c);
+    c->lines_left = !run_lines(c);
 }
 
 static void read_start(struct client *c)
@@ -363,25 +375,40 @@ void client_resume_all(struct server *s)
         c->resume_queued = false;
         c->resume_next = NULL;
         if (!c->reading && !c->closing && !c->quit) {
-            read_start(c);
-            run_lines(c);
+            if (!c->eof)
+                read_start(c);
+            c->lines_left = !run_lines(c);
+            if (c->eof && !c->lines_left && !c->closing)
+                client_shutdown(c); /* the last lines of a half-closed peer ran */
         }
         client_unref(c);
         c = next;
     }
 }
 
-/* Run the complete lines in the frame buffer until none is left, the
- * client quits, or too many requests are in flight (reads pause). */
-static void run_lines(struct client *c)
+static void read_pause(struct client *c)
 {
+    if (c->reading)
+        uv_read_stop(&c->h.stream);
+    c->reading = false;
+}
+
+/* Run the complete lines in the frame buffer until none is left, the
+ * client quits, too many requests are in flight, or a barrier request
+ * (drain) is running (reads pause then). True when every complete line
+ * has run. */
+static bool run_lines(struct client *c)
+{
+    bool all = false;
     client_ref(c); /* a handler may close the client */
     for (;;) {
         const char *line;
         size_t len;
         int rc = frame_next(&c->frame, &line, &len);
-        if (rc == FRAME_EAGAIN || c->closing)
+        if (rc == FRAME_EAGAIN || c->closing) {
+            all = true;
             break;
+        }
         if (rc == FRAME_ETOOBIG) {
             struct req *r = req_new(c);
             if (r == NULL)
@@ -392,18 +419,17 @@ static void run_lines(struct client *c)
         handle_line(c, line, len);
         if (c->quit) {
             /* quit (or too many failed hellos): nothing after it runs. */
-            if (c->reading)
-                uv_read_stop(&c->h.stream);
-            c->reading = false;
+            read_pause(c);
+            all = true;
             break;
         }
-        if (c->inflight >= c->srv->cfg->max_inflight && c->reading) {
-            uv_read_stop(&c->h.stream);
-            c->reading = false;
+        if (c->inflight >= c->srv->cfg->max_inflight || c->barrier != NULL) {
+            read_pause(c);
             break;
         }
     }
     client_unref(c);
+    return all;
 }
 
 static void write_cb(uv_write_t *w, int status)
@@ -580,6 +606,7 @@ void client_close(struct client *c, const char *why)
     if (c->closing)
         return;
     c->closing = true;
+    c->barrier = NULL; /* it finishes into the void, like every request */
     if (log_threshold >= LOG_DEBUG) {
         char q[200];
         log_event(LOG_DEBUG, "connection closed", "client=%s reason=%s", c->addr,

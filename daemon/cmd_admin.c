@@ -234,12 +234,8 @@ static void job_cb(void *priv, int status, redisReply *reply)
 
 static void cmd_job(struct req *r)
 {
-    char key[KEYS_PREFIX_MAX + BRAND_ID_MAX + 8];
-    snprintf(key, sizeof(key), "%sjob:%s", r->q->keys.prefix, cmd_str(r, "job"));
-    const char *argv[] = {"HGETALL", key};
-    size_t lens[] = {7, strlen(key)};
-    if (pool_command(req_server(r)->pool, 2, argv, lens, job_cb, r) != 0)
-        req_error(r, WIRE_EUNAVAILABLE, "the backend is unavailable");
+    const char *argv[] = {cmd_str(r, "job")};
+    cmd_script(r, SCRIPT_JOB, 1, argv, job_cb);
 }
 
 static const struct arg_spec dead_spec[] = {
@@ -306,7 +302,7 @@ const struct cmd cmd_admin[] = {
     {"pause", group_spec, cmd_pause, CMD_QUEUE},
     {"resume", group_spec, cmd_resume, CMD_QUEUE},
     {"reassign", reassign_spec, cmd_reassign, CMD_QUEUE},
-    {"drain", group_spec, cmd_drain, CMD_QUEUE},
+    {"drain", group_spec, cmd_drain, CMD_QUEUE | CMD_BARRIER},
     {"depth", opt_group_spec, cmd_depth, CMD_QUEUE},
     {"reap", opt_group_spec, cmd_reap, CMD_QUEUE},
     {"stats", queue_spec, cmd_stats, CMD_QUEUE},

@@ -8,6 +8,7 @@
 #include "pool_internal.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -20,6 +21,25 @@
 
 /* ---- requests ------------------------------------------------------------ */
 
+static void list_append(struct pool_req_list *l, struct pool_req *r)
+{
+    r->next = NULL;
+    r->prev = l->last;
+    if (l->last != NULL)
+        l->last->next = r;
+    else
+        l->first = r;
+    l->last = r;
+}
+
+/* Take every request off l, oldest first, as a plain chain. */
+static struct pool_req *list_take(struct pool_req_list *l)
+{
+    struct pool_req *r = l->first;
+    l->first = l->last = NULL;
+    return r;
+}
+
 static void req_link(struct pool_conn *c, struct pool_req *r)
 {
     struct pool *p = c->pool;
@@ -27,13 +47,7 @@ static void req_link(struct pool_conn *c, struct pool_req *r)
     r->conn = c;
     r->deadline = uv_now(p->loop) + p->timeout;
     r->sent_ns = uv_hrtime();
-    r->next = NULL;
-    r->prev = c->last;
-    if (c->last != NULL)
-        c->last->next = r;
-    else
-        c->first = r;
-    c->last = r;
+    list_append(&c->sent, r);
     pool_conn_watch(c);
 }
 
@@ -44,11 +58,11 @@ static void req_unlink(struct pool_req *r)
     if (r->prev != NULL)
         r->prev->next = r->next;
     else
-        c->first = r->next;
+        c->sent.first = r->next;
     if (r->next != NULL)
         r->next->prev = r->prev;
     else
-        c->last = r->prev;
+        c->sent.last = r->prev;
     r->conn = NULL;
 }
 
@@ -76,6 +90,10 @@ static void req_finish(struct pool_req *r, redisReply *reply)
         p->stats.failures++;
     else if (r->sent_ns != 0)
         rtt_record(&p->stats, r->sent_ns);
+    if (r->route != NULL) {
+        assert(r->route->inflight > 0);
+        r->route->inflight--;
+    }
     r->cb(r->priv, reply != NULL ? 0 : POOL_EUNAVAILABLE, reply);
     free(r);
 }
@@ -92,61 +110,126 @@ static struct pool_conn *pool_pick(struct pool *p)
     return NULL;
 }
 
+/* Where a request of route rt goes: the connection the route is on while
+ * any of its requests is out there, so they run in order; else its home
+ * connection, or any ready one while home is down. A connection that went
+ * down with requests of rt on it fails them (their outcome is unknown to
+ * the caller), and only then may rt move with some still out. */
+static struct pool_conn *route_pick(struct pool *p, struct pool_route *rt)
+{
+    if (rt == NULL)
+        return pool_pick(p);
+    if (rt->inflight > 1 && rt->conn >= 0 && p->conns[rt->conn].state == CONN_READY)
+        return &p->conns[rt->conn];
+    struct pool_conn *home = &p->conns[rt->slot % p->size];
+    return home->state == CONN_READY ? home : pool_pick(p);
+}
+
 /* Fail r on the next turn: no connection could take it. */
 static void req_fail_later(struct pool *p, struct pool_req *r)
 {
     r->conn = NULL;
-    r->next = NULL;
-    r->prev = p->fail_last;
-    if (p->fail_last != NULL)
-        p->fail_last->next = r;
-    else
-        p->fail_first = r;
-    p->fail_last = r;
+    list_append(&p->failing, r);
     pool_kick(p);
 }
 
 static void req_reply_cb(redisAsyncContext *ac, void *r, void *privdata);
 
-/* Send r (and, for a plain command, its argv) on a ready connection. */
-static void req_dispatch(struct pool *p, struct pool_req *r, const char *cmd, size_t len, int argc,
-                         const char **argv, const size_t *lens)
+/* Write r on c: its command, or after NOSCRIPT the same call as EVAL with
+ * the script's source (which also caches the script). Returns 0, or -1
+ * when hiredis refused it (c is then failing). */
+static int req_write(struct pool_conn *c, struct pool_req *r)
+{
+    int rc;
+    if (!r->noscript) {
+        rc = redisAsyncFormattedCommand(c->ac, req_reply_cb, r, r->cmd, r->len);
+    } else {
+        const struct script *s = &script_table[r->script];
+        const char *hdr_end = memchr(r->cmd, '\n', r->len);
+        size_t hdr = (size_t)(hdr_end - r->cmd) + 1;
+        size_t len = hdr + resp_arg_len(4) + resp_arg_len(s->length) + (r->len - r->tail);
+        char *buf = malloc(len), *w;
+        if (buf == NULL)
+            return -1;
+        memcpy(buf, r->cmd, hdr);
+        w = resp_put_arg(buf + hdr, "EVAL", 4);
+        w = resp_put_arg(w, s->source, s->length);
+        memcpy(w, r->cmd + r->tail, r->len - r->tail);
+        rc = redisAsyncFormattedCommand(c->ac, req_reply_cb, r, buf, len);
+        free(buf);
+        if (rc == REDIS_OK) {
+            r->noscript = false;
+            r->resent = true;
+            r->pool->stats.noscript++;
+        }
+    }
+    if (rc != REDIS_OK) {
+        pool_conn_fail_soon(c);
+        return -1;
+    }
+    req_link(c, r);
+    return 0;
+}
+
+/* Send r on a ready connection (held there if that connection is held),
+ * or fail it on the next turn. */
+static void req_dispatch(struct pool *p, struct pool_req *r)
 {
     struct pool_conn *c;
 
-    while ((c = pool_pick(p)) != NULL) {
-        int rc = cmd != NULL ? redisAsyncFormattedCommand(c->ac, req_reply_cb, r, cmd, len)
-                             : redisAsyncCommandArgv(c->ac, req_reply_cb, r, argc, argv, lens);
-        if (rc == REDIS_OK) {
-            req_link(c, r);
+    while ((c = route_pick(p, r->route)) != NULL) {
+        if (r->route != NULL)
+            r->route->conn = (int)(c - p->conns);
+        if (c->holding) {
+            r->conn = c;
+            list_append(&c->held, r);
             return;
         }
-        pool_conn_fail_soon(c);
+        if (req_write(c, r) == 0)
+            return;
     }
     req_fail_later(p, r);
 }
 
-/* On NOSCRIPT: send r again as EVAL with the script source (which also
- * caches the script). Returns 0 when sent. */
-static int req_resend_eval(struct pool *p, struct pool_req *r)
+/* A held connection with nothing written left unanswered: write what
+ * waited, the NOSCRIPT ones first (they were sent first), then the rest,
+ * each list in order. A resend that answers NOSCRIPT again holds c again;
+ * a write hiredis refuses fails c, and what is left waits for it to go. */
+static void conn_release(struct pool_conn *c)
 {
-    const struct script *s = &script_table[r->script];
-    const char *hdr_end = memchr(r->cmd, '\n', r->len);
-    size_t hdr = (size_t)(hdr_end - r->cmd) + 1;
-    size_t len = hdr + resp_arg_len(4) + resp_arg_len(s->length) + (r->len - r->tail);
-    char *buf = malloc(len), *w;
+    struct pool_req *redo = list_take(&c->redo), *held = list_take(&c->held);
+    c->holding = false;
+    for (int pass = 0; pass < 2; pass++) {
+        struct pool_req *r = pass == 0 ? redo : held;
+        while (r != NULL) {
+            struct pool_req *next = r->next;
+            if (c->state != CONN_READY || c->holding) {
+                /* Failed or held again meanwhile: the rest waits, in order. */
+                r->conn = c;
+                list_append(pass == 0 ? &c->redo : &c->held, r);
+                c->holding = true;
+            } else {
+                req_write(c, r);
+            }
+            r = next;
+        }
+    }
+    if (c->state != CONN_READY)
+        pool_conn_fail_held(c);
+}
 
-    if (buf == NULL)
-        return -ENOMEM;
-    memcpy(buf, r->cmd, hdr);
-    w = resp_put_arg(buf + hdr, "EVAL", 4);
-    w = resp_put_arg(w, s->source, s->length);
-    memcpy(w, r->cmd + r->tail, r->len - r->tail);
-    r->resent = true;
-    p->stats.noscript++;
-    req_dispatch(p, r, buf, len, 0, NULL, NULL);
-    free(buf);
-    return 0;
+void pool_conn_fail_held(struct pool_conn *c)
+{
+    struct pool *p = c->pool;
+    c->holding = false;
+    for (int pass = 0; pass < 2; pass++) {
+        struct pool_req *r = list_take(pass == 0 ? &c->redo : &c->held);
+        while (r != NULL) {
+            struct pool_req *next = r->next;
+            req_fail_later(p, r);
+            r = next;
+        }
+    }
 }
 
 static void req_reply_cb(redisAsyncContext *ac, void *rep, void *privdata)
@@ -163,11 +246,20 @@ static void req_reply_cb(redisAsyncContext *ac, void *rep, void *privdata)
         pool_conn_gone(c, ac, "connection lost");
     } else if (r->script >= 0 && !r->resent && reply->type == REDIS_REPLY_ERROR &&
                strncmp(reply->str, "NOSCRIPT", 8) == 0) {
-        if (req_resend_eval(r->pool, r) == 0)
-            return;
-        reply = NULL;
+        /* The script cache was flushed: every script call written after
+         * this one answers NOSCRIPT too. Hold c until they all have, then
+         * resend them in the order they were sent. */
+        r->noscript = true;
+        r->conn = c;
+        list_append(&c->redo, r);
+        c->holding = true;
+        if (c->sent.first == NULL)
+            conn_release(c);
+        return;
     }
     req_finish(r, reply);
+    if (reply != NULL && c->holding && c->sent.first == NULL && c->state == CONN_READY)
+        conn_release(c);
 }
 
 static int req_check(const struct pool *p, int argc, const char **argv, pool_reply_cb *cb)
@@ -184,8 +276,37 @@ static size_t arg_len(const char **argv, const size_t *lens, int i)
     return lens != NULL ? lens[i] : strlen(argv[i]);
 }
 
-int pool_script(struct pool *p, enum script_id id, const struct keys *k, int argc,
-                const char **argv, const size_t *lens, pool_reply_cb *cb, void *priv)
+/* Accept r: count it, tie it to its route, send it. */
+static void req_submit(struct pool *p, struct pool_route *rt, struct pool_req *r)
+{
+    p->stats.requests++;
+    p->stats.inflight++;
+    r->route = rt;
+    if (rt != NULL)
+        rt->inflight++;
+    req_dispatch(p, r);
+}
+
+uint16_t pool_slot(const char *tag, size_t len)
+{
+    /* CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0), bit by
+     * bit: the key-slot function of the Redis Cluster specification. */
+    uint16_t crc = 0;
+    for (size_t i = 0; i < len; i++) {
+        crc ^= (uint16_t)((unsigned char)tag[i] << 8);
+        for (int b = 0; b < 8; b++)
+            crc = (uint16_t)(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
+    }
+    return crc & 16383;
+}
+
+void pool_route_init(struct pool_route *rt, const char *tag, size_t len)
+{
+    *rt = (struct pool_route){.slot = pool_slot(tag, len), .conn = -1};
+}
+
+int pool_script(struct pool *p, struct pool_route *rt, enum script_id id, const struct keys *k,
+                int argc, const char **argv, const size_t *lens, pool_reply_cb *cb, void *priv)
 {
     int err = req_check(p, argc, argv, cb);
     if (err < 0)
@@ -221,14 +342,12 @@ int pool_script(struct pool *p, enum script_id id, const struct keys *k, int arg
     for (int i = 0; i < argc; i++)
         w = resp_put_arg(w, argv[i], arg_len(argv, lens, i));
 
-    p->stats.requests++;
-    p->stats.inflight++;
-    req_dispatch(p, r, r->cmd, r->len, 0, NULL, NULL);
+    req_submit(p, rt, r);
     return 0;
 }
 
-int pool_command(struct pool *p, int argc, const char **argv, const size_t *lens, pool_reply_cb *cb,
-                 void *priv)
+int pool_command(struct pool *p, struct pool_route *rt, int argc, const char **argv,
+                 const size_t *lens, pool_reply_cb *cb, void *priv)
 {
     int err = req_check(p, argc, argv, cb);
     if (err < 0)
@@ -236,13 +355,19 @@ int pool_command(struct pool *p, int argc, const char **argv, const size_t *lens
     if (argc < 1)
         return -EINVAL;
 
-    struct pool_req *r = malloc(sizeof(*r));
+    /* Formatted here rather than by hiredis, so that it can wait on a
+     * held connection like any script call. */
+    size_t len = 1 + resp_digits((size_t)argc) + 2;
+    for (int i = 0; i < argc; i++)
+        len += resp_arg_len(arg_len(argv, lens, i));
+    struct pool_req *r = malloc(sizeof(*r) + len);
     if (r == NULL)
         return -ENOMEM;
-    *r = (struct pool_req){.pool = p, .cb = cb, .priv = priv, .script = -1};
-    p->stats.requests++;
-    p->stats.inflight++;
-    req_dispatch(p, r, NULL, 0, argc, argv, lens);
+    *r = (struct pool_req){.pool = p, .cb = cb, .priv = priv, .script = -1, .len = len};
+    char *w = resp_put_num(r->cmd, '*', (size_t)argc);
+    for (int i = 0; i < argc; i++)
+        w = resp_put_arg(w, argv[i], arg_len(argv, lens, i));
+    req_submit(p, rt, r);
     return 0;
 }
 
@@ -342,9 +467,8 @@ void pool_maybe_done(struct pool *p)
 
 static void pool_fail_queued(struct pool *p)
 {
-    struct pool_req *r = p->fail_first;
+    struct pool_req *r = list_take(&p->failing);
 
-    p->fail_first = p->fail_last = NULL;
     while (r != NULL) {
         struct pool_req *next = r->next;
         req_finish(r, NULL);
@@ -384,7 +508,7 @@ static void pool_idle_cb(uv_idle_t *h)
         if (p->state_cb != NULL)
             p->state_cb(p->state_priv, up);
     }
-    if (!p->closing && p->fail_first == NULL && (p->ready > 0) == p->notified_up)
+    if (!p->closing && p->failing.first == NULL && (p->ready > 0) == p->notified_up)
         uv_idle_stop(&p->idle);
 }
 

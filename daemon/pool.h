@@ -40,6 +40,28 @@ struct pool_config {
 /* The pool; opaque. */
 struct pool;
 
+/* An ordered stream of requests: every request submitted with the same
+ * route runs at Redis in the order it was submitted (a queue's calls, so
+ * that one client connection is an ordered session, PROTOCOL.md 2.2). The
+ * pool keeps a route on one connection while any of its requests is out
+ * (a connection runs its commands in the order written); only with none
+ * out may it move, to its home connection (chosen by the slot of its hash
+ * tag, as Redis Cluster would) or, while that one is down, another. The
+ * caller owns the struct and keeps it until every request submitted with
+ * it has had its callback. */
+struct pool_route {
+    uint16_t slot;     /* CRC16 of the hash tag, mod 16384 */
+    int conn;          /* the connection it is on, or -1 */
+    uint32_t inflight; /* its requests whose callback has not run yet */
+};
+
+/* A route for the keys of hash tag tag (len bytes: the text between the
+ * braces of "emq:{q}:"). */
+void pool_route_init(struct pool_route *rt, const char *tag, size_t len);
+
+/* The Redis Cluster key slot of a hash tag: CRC16 (XMODEM) mod 16384. */
+uint16_t pool_slot(const char *tag, size_t len);
+
 /* Runs exactly once per accepted request, never from inside the call that
  * submitted it. status 0: reply is the Redis reply (it may be
  * REDIS_REPLY_ERROR, e.g. a script's "ELEASE ..." error), valid only during
@@ -76,21 +98,23 @@ int pool_new(uv_loop_t *loop, const struct pool_config *cfg, struct pool **out);
  * ARGV = k->prefix then the argc arguments argv/lens (copied; the caller's
  * buffers may go away on return). On NOSCRIPT the same call is resent once
  * as EVAL with the script's source, with a fresh deadline, and that reply
- * is delivered: the caller never sees NOSCRIPT.
+ * is delivered: the caller never sees NOSCRIPT. With a route rt (NULL:
+ * none) it runs in order with the route's other requests, across that
+ * resend too.
  *
  * Returns 0 when accepted (cb runs exactly once, later), or -EINVAL,
  * -ENOMEM, -ESHUTDOWN (pool closing), and then cb never runs. With no
  * ready connection the request is accepted and cb runs with
  * POOL_EUNAVAILABLE on the next loop turn. */
-int pool_script(struct pool *p, enum script_id id, const struct keys *k, int argc,
-                const char **argv, const size_t *lens, pool_reply_cb *cb, void *priv);
+int pool_script(struct pool *p, struct pool_route *rt, enum script_id id, const struct keys *k,
+                int argc, const char **argv, const size_t *lens, pool_reply_cb *cb, void *priv);
 
 /* Run one plain command given as argv/lens (copied). Returns and calls
- * back as pool_script does. Requests on one connection are answered in
- * the order sent; the pool spreads requests round-robin over its ready
- * connections. */
-int pool_command(struct pool *p, int argc, const char **argv, const size_t *lens, pool_reply_cb *cb,
-                 void *priv);
+ * back as pool_script does. With a route rt it runs in order with the
+ * route's other requests; with rt NULL (as for pool_script) it goes to the
+ * next ready connection, round-robin, ordered with nothing. */
+int pool_command(struct pool *p, struct pool_route *rt, int argc, const char **argv,
+                 const size_t *lens, pool_reply_cb *cb, void *priv);
 
 /* Subscribe to channel (copied) on the pool's dedicated pub/sub
  * connection, opened on first use and resubscribed after every reconnect.

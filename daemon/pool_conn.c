@@ -310,6 +310,9 @@ static void conn_down(struct pool_conn *c)
 
     c->ac = NULL;
     c->setup_step = c->setup_count = 0;
+    /* What waited on a held connection was never written (or must be
+     * written again): fail it, as everything in flight on c just was. */
+    pool_conn_fail_held(c);
     if (p->closing) {
         conn_set_state(c, CONN_CLOSED);
         uv_timer_stop(&c->timer);
@@ -465,7 +468,7 @@ static void conn_setup(struct pool_conn *c)
 
 static bool conn_overdue(const struct pool_conn *c, uint64_t now)
 {
-    return c->first != NULL && c->first->deadline <= now;
+    return c->sent.first != NULL && c->sent.first->deadline <= now;
 }
 
 static void conn_timer_cb(uv_timer_t *t)
@@ -498,13 +501,13 @@ static void conn_timer_cb(uv_timer_t *t)
             if (c->replies == before)
                 break;
         }
-        if (c->state != CONN_READY || c->first == NULL)
+        if (c->state != CONN_READY || c->sent.first == NULL)
             break;
-        if (c->first->deadline <= now) {
+        if (c->sent.first->deadline <= now) {
             pool_set_error(p, "request", "timed out");
             pool_conn_kill(c);
         } else {
-            uv_timer_start(t, conn_timer_cb, c->first->deadline - now, 0);
+            uv_timer_start(t, conn_timer_cb, c->sent.first->deadline - now, 0);
         }
         break;
     case CONN_IDLE:

@@ -25,18 +25,28 @@ enum conn_state {
     CONN_CLOSED,     /* the pool is closing */
 };
 
-/* One accepted request, from submission to its callback. Script calls keep
- * their formatted EVALSHA command for the NOSCRIPT resend. */
+/* A list of requests (oldest first) through their prev/next. */
+struct pool_req_list {
+    struct pool_req *first, *last;
+};
+
+/* One accepted request, from submission to its callback. It keeps its
+ * formatted command (RESP), so that it can wait on a held connection and,
+ * for a script, be resent as EVAL after NOSCRIPT. */
 struct pool_req {
-    struct pool_req *prev, *next; /* in its connection's list, oldest first, or the fail queue */
+    /* In one list at a time, oldest first: its connection's in-flight
+     * list, that connection's redo or held list, or the fail queue. */
+    struct pool_req *prev, *next;
     struct pool *pool;
-    struct pool_conn *conn; /* where it was sent; NULL on the fail queue */
+    struct pool_conn *conn;   /* where it was sent or waits; NULL on the fail queue */
+    struct pool_route *route; /* the ordered stream it belongs to, or NULL */
     pool_reply_cb *cb;
     void *priv;
     uint64_t deadline; /* loop time in ms */
     uint64_t sent_ns;  /* uv_hrtime() when written, for the round-trip histogram */
     int script;        /* a script id, or -1 for a plain command */
     bool resent;       /* already resent as EVAL once */
+    bool noscript;     /* answered NOSCRIPT: to be resent as EVAL */
     size_t len;        /* bytes in cmd */
     size_t tail;       /* offset in cmd of the arguments after the SHA-1 */
     char cmd[];
@@ -47,13 +57,20 @@ struct pool_conn {
     struct pool *pool;
     redisAsyncContext *ac; /* NULL when down; hiredis owns the memory */
     enum conn_state state;
-    bool pubsub;      /* the dedicated pub/sub connection */
-    bool started;     /* an attempt was made before (for the reconnect count) */
-    int setup_step;   /* setup replies received so far */
-    int setup_count;  /* setup commands sent */
-    uint64_t backoff; /* the current backoff ceiling, ms */
-    uint64_t replies; /* replies received, to see a read make progress */
-    struct pool_req *first, *last;
+    bool pubsub;               /* the dedicated pub/sub connection */
+    bool started;              /* an attempt was made before (for the reconnect count) */
+    int setup_step;            /* setup replies received so far */
+    int setup_count;           /* setup commands sent */
+    uint64_t backoff;          /* the current backoff ceiling, ms */
+    uint64_t replies;          /* replies received, to see a read make progress */
+    struct pool_req_list sent; /* written, awaiting their replies */
+    /* After a NOSCRIPT (SCRIPT FLUSH), the connection is held: nothing
+     * more is written until every request written before has answered;
+     * then redo (the NOSCRIPT ones, resent as EVAL) and then held (what
+     * was submitted meanwhile) go out, each in the order it was sent, so
+     * the recovery does not reorder an ordered stream (pool_route). */
+    bool holding;
+    struct pool_req_list redo, held;
     uv_timer_t timer;
 };
 
@@ -80,7 +97,7 @@ struct pool {
     bool closing;
     bool closed; /* handles are being closed; free when open_handles is 0 */
     int open_handles;
-    struct pool_req *fail_first, *fail_last; /* requests to fail on the next turn */
+    struct pool_req_list failing; /* requests to fail on the next turn */
     struct pool_sub *subs;
     uv_idle_t idle;
     uv_idle_t flush;               /* writes the commands queued this turn */
@@ -142,5 +159,9 @@ void pool_maybe_done(struct pool *p);
 /* Send SUBSCRIBE for s on the ready pub/sub connection c; if hiredis
  * refuses it, c is torn down on the next turn. */
 void pool_sub_send(struct pool_conn *c, struct pool_sub *s);
+
+/* c is down: the requests held on it (redo and held, never written or to
+ * be written again) are failed on the next turn, and c holds no more. */
+void pool_conn_fail_held(struct pool_conn *c);
 
 #endif

@@ -16,10 +16,17 @@
 #define PUMP_MAX   256  /* most jobs one claim call asks for */
 #define UPKEEP_MAX 1000 /* most leases reaped / jobs promoted per call */
 
+static void flush_batch(struct queue *q);
+
 int queue_script(struct queue *q, enum script_id id, int argc, const char **argv, pool_reply_cb *cb,
                  void *priv)
 {
-    return pool_script(q->srv->pool, id, &q->keys, argc, argv, NULL, cb, priv);
+    /* Completions gathered this turn go out at its end, as one call. A
+     * call made after them (a claim that a completion's permit should
+     * serve) must run after them: send them first. */
+    if (id != SCRIPT_COMPLETE && q->nbatch > 0)
+        flush_batch(q);
+    return pool_script(q->srv->pool, &q->route, id, &q->keys, argc, argv, NULL, cb, priv);
 }
 
 /* --- parking -------------------------------------------------------- */

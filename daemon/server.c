@@ -79,7 +79,7 @@ static void pool_state_cb(void *priv, bool up)
         return;
     }
     const char *argv[] = {"SMEMBERS", SERVER_QUEUES_KEY};
-    pool_command(s->pool, 2, argv, NULL, known_queues_cb, s);
+    pool_command(s->pool, NULL, 2, argv, NULL, known_queues_cb, s);
     /* Clients are let in once the backend first answers, so a request
      * right after start-up does not meet an unconnected pool. */
     if (!s->listening) {
@@ -147,9 +147,10 @@ struct queue *server_queue(struct server *s, const char *name, size_t len)
         free(q);
         return NULL;
     }
+    pool_route_init(&q->route, q->name, len); /* the hash tag of "emq:{q}:" */
     queue_start(q);
     const char *argv[] = {"SADD", SERVER_QUEUES_KEY, q->name};
-    pool_command(s->pool, 3, argv, NULL, ignore_cb, NULL);
+    pool_command(s->pool, NULL, 3, argv, NULL, ignore_cb, NULL);
     return q;
 }
 

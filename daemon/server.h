@@ -119,6 +119,9 @@ enum {
     CMD_NOAUTH = 1u << 0, /* allowed before hello when a token is set */
     CMD_QUEUE = 1u << 1,  /* has a required "queue" argument */
     CMD_WORK = 1u << 2,   /* hands out work: refused once the daemon is stopping */
+    /* runs in several backend calls: the connection's later lines wait
+     * for its reply, so that they take effect after all of it */
+    CMD_BARRIER = 1u << 3,
 };
 
 /* The command named name (len bytes), or NULL. */
@@ -158,6 +161,11 @@ struct client {
     struct outbuf wbuf; /* bytes being written */
     uv_write_t write_req;
     bool writing, dirty, closing, quit, authed, reading, unix_socket, resume_queued;
+    bool eof;        /* the peer sent its last byte (it may still read) */
+    bool lines_left; /* complete lines read but not run yet (reads paused) */
+    /* A request that runs in several backend calls (drain): the lines after
+     * it wait until it is answered, so they see all of its effects. */
+    struct req *barrier;
     struct client *resume_next; /* in the server's resumed list */
     int refs;                   /* requests and writes that still point here */
     struct req *head, *tail;
@@ -230,6 +238,9 @@ struct queue {
     char name[BRAND_QUEUE_MAX + 1];
     size_t len;
     struct keys keys;
+    /* Every backend call of this queue goes by this route, so they run at
+     * Redis in the order the daemon makes them (pool.h). */
+    struct pool_route route;
     struct waiter *wait_head, *wait_tail;
     bool claiming[2], again[2]; /* [flat] */
     size_t handoffs[2];         /* [flat]: enqueues out asking for a hand-off (0 or 1) */

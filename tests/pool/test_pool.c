@@ -150,7 +150,7 @@ static int command(struct call *c, const char *a0, const char *a1, const char *a
 
     c->sent_ms = now_ms();
     w.in_submit = true;
-    int rc = pool_command(w.pool, argc, argv, NULL, reply_cb, c);
+    int rc = pool_command(w.pool, NULL, argc, argv, NULL, reply_cb, c);
     w.in_submit = false;
     return rc;
 }
@@ -162,7 +162,7 @@ static int depth(struct call *c, const struct keys *k, const char *group)
 
     c->sent_ms = now_ms();
     w.in_submit = true;
-    int rc = pool_script(w.pool, SCRIPT_DEPTH, k, 1, argv, lens, reply_cb, c);
+    int rc = pool_script(w.pool, NULL, SCRIPT_DEPTH, k, 1, argv, lens, reply_cb, c);
     w.in_submit = false;
     return rc;
 }
@@ -197,7 +197,7 @@ static long long set_then_strlen(const char *key, const char *value, size_t n)
     const char *argv[3] = {"SET", key, value};
     size_t lens[3] = {3, strlen(key), n};
 
-    cr_assert_eq(pool_command(w.pool, 3, argv, lens, reply_cb, &set), 0);
+    cr_assert_eq(pool_command(w.pool, NULL, 3, argv, lens, reply_cb, &set), 0);
     cr_assert_eq(command(&len, "STRLEN", key, NULL), 0);
     RUN_UNTIL(len.calls, 10000);
     cr_assert_eq(set.status, 0);
@@ -215,7 +215,7 @@ Test(pool, plain_command_is_binary_safe)
 
     open_pool(&cfg);
     cr_assert_eq(set_then_strlen("emq:test:bin", "a\0b", 3), 3);
-    cr_assert_eq(pool_command(w.pool, 0, argv, lens, reply_cb, &none), -EINVAL);
+    cr_assert_eq(pool_command(w.pool, NULL, 0, argv, lens, reply_cb, &none), -EINVAL);
     finish();
 }
 
@@ -282,7 +282,7 @@ static void chain_cb(void *priv, int status, redisReply *reply)
         const char *argv[1] = {"PING"};
         struct call *c = &chain[chain_next++];
         c->sent_ms = now_ms();
-        pool_command(w.pool, 1, argv, NULL, chain_cb, c);
+        pool_command(w.pool, NULL, 1, argv, NULL, chain_cb, c);
     }
 }
 
@@ -295,7 +295,7 @@ Test(pool, a_command_sent_from_a_callback_goes_out_without_another_event)
     open_pool(&cfg);
     const char *argv[1] = {"PING"};
     chain_next = 1;
-    cr_assert_eq(pool_command(w.pool, 1, argv, NULL, chain_cb, &chain[0]), 0);
+    cr_assert_eq(pool_command(w.pool, NULL, 1, argv, NULL, chain_cb, &chain[0]), 0);
     uint64_t until = now_ms() + 5000;
     while (chain[49].calls == 0 && now_ms() < until)
         uv_run(&w.loop, UV_RUN_ONCE);
@@ -574,7 +574,7 @@ Test(pool, close_from_inside_a_callback)
     const char *argv[1] = {"PING"};
 
     open_pool(&cfg);
-    cr_assert_eq(pool_command(w.pool, 1, argv, NULL, close_from_callback_cb, &first), 0);
+    cr_assert_eq(pool_command(w.pool, NULL, 1, argv, NULL, close_from_callback_cb, &first), 0);
     cr_assert_eq(command(&second, "BLPOP", "emq:test:never", "0"), 0);
     RUN_UNTIL(w.closed, 3000);
     cr_assert_eq(w.closed, 1);
@@ -685,4 +685,83 @@ Test(pool, unix_socket)
     redis_server_stop(&w.rs);
     unlink(path);
     rmdir(dir);
+}
+
+/* --- routes: one ordered stream of requests ------------------------------- */
+
+/* The slot of a hash tag is the Redis Cluster one (the specification's
+ * example: the key "123456789" is slot 0x31C3 = 12739). */
+Test(pool, slot_is_the_cluster_key_slot)
+{
+    cr_assert_eq(pool_slot("123456789", 9), 12739);
+    cr_assert_eq(pool_slot("", 0), 0);
+    cr_assert_lt(pool_slot("mail", 4), 16384);
+}
+
+/* Requests of one route run in the order submitted, though the pool has
+ * four connections and writes a turn's commands connection by connection:
+ * 300 RPUSHes submitted in one turn land in order. */
+Test(pool, a_route_keeps_its_requests_in_order)
+{
+    struct pool_config cfg = config(4, 5000);
+    open_pool(&cfg);
+    enum { N = 300 };
+    static struct call calls[N];
+    struct pool_route rt;
+    pool_route_init(&rt, "order", 5);
+    char num[N][8];
+    for (int i = 0; i < N; i++) {
+        snprintf(num[i], sizeof(num[i]), "%d", i);
+        const char *argv[] = {"RPUSH", "routed", num[i]};
+        cr_assert_eq(pool_command(w.pool, &rt, 3, argv, NULL, reply_cb, &calls[i]), 0);
+    }
+    RUN_UNTIL(calls[N - 1].calls == 1, 10000);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(calls[i].status, 0, "request %d failed", i);
+        cr_assert_eq(calls[i].integer, i + 1, "request %d ran as number %lld", i, calls[i].integer);
+    }
+    cr_assert_eq(rt.inflight, 0, "every request of the route was counted out");
+    finish();
+}
+
+/* A SCRIPT FLUSH in the middle of a route's stream: the script calls
+ * after it answer NOSCRIPT, are held, and are resent as EVAL in the order
+ * they were sent, before anything submitted after them; every request is
+ * answered once, in order, and none fails. */
+Test(pool, a_route_keeps_its_order_across_noscript)
+{
+    struct pool_config cfg = config(2, 5000);
+    open_pool(&cfg);
+    struct keys k;
+    cr_assert_eq(keys_init(&k, "rflush", 6), 0);
+    struct pool_route rt;
+    pool_route_init(&rt, "rflush", 6);
+    enum { N = 40 };
+    static struct call calls[2 * N + 1];
+    const char *flush[] = {"SCRIPT", "FLUSH"};
+    cr_assert_eq(pool_command(w.pool, &rt, 2, flush, NULL, reply_cb, &calls[0]), 0);
+    char ids[N][24];
+    for (int i = 0; i < N; i++) {
+        snprintf(ids[i], sizeof(ids[i]), "JOBflush-%03d", i);
+        const char *enq[] = {ids[i], "TENa", "1", "0", "0"};
+        cr_assert_eq(
+            pool_script(w.pool, &rt, SCRIPT_ENQUEUE, &k, 5, enq, NULL, reply_cb, &calls[1 + 2 * i]),
+            0);
+        const char *group[] = {"TENa"};
+        cr_assert_eq(
+            pool_script(w.pool, &rt, SCRIPT_DEPTH, &k, 1, group, NULL, reply_cb, &calls[2 + 2 * i]),
+            0);
+    }
+    RUN_UNTIL(calls[2 * N].calls == 1, 10000);
+    for (int i = 0; i < 2 * N + 1; i++) {
+        cr_assert_eq(calls[i].calls, 1, "request %d answered once", i);
+        cr_assert_eq(calls[i].status, 0, "request %d failed", i);
+        cr_assert_eq(calls[i].seq, (uint64_t)i + 1, "request %d answered out of order", i);
+    }
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(calls[2 + 2 * i].integer, i + 1, "depth %d saw the enqueues before it", i);
+    struct pool_stats st;
+    pool_stats(w.pool, &st);
+    cr_assert_gt(st.noscript, 0, "the flush never produced a NOSCRIPT");
+    finish();
 }

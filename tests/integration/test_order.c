@@ -1,0 +1,447 @@
+/* One connection is an ordered session (PROTOCOL.md 2.2): requests a
+ * client pipelines on one connection that name the same queue take
+ * effect in the order sent, not only their replies. Each test sends a
+ * pair (or a few) of lines in one write, hundreds of rounds, and checks
+ * that the later request saw every effect of the earlier ones. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixture.h"
+
+TestSuite(order, .init = fx_setup, .fini = fx_teardown, .timeout = 240);
+
+#define ROUNDS 200
+
+/* Send lines (each ending in \n) in one write, then read n replies, in
+ * order, into out (each asserted to be a reply). */
+static void pipeline(struct tc_conn *c, const char *lines, json_t **out, int n)
+{
+    cr_assert_eq(tc_send(c, lines, strlen(lines)), 0);
+    for (int i = 0; i < n; i++) {
+        out[i] = tc_read(c, 30000);
+        cr_assert_not_null(out[i], "reply %d of %d never came", i + 1, n);
+    }
+}
+
+static void free_all(json_t **r, int n)
+{
+    for (int i = 0; i < n; i++)
+        json_decref(r[i]);
+}
+
+/* Send one request and wait for its reply, asserting it is ok. */
+#define CALL_OK(c, ...)                                                                            \
+    ({                                                                                             \
+        json_t *ok_ = tc_call((c), __VA_ARGS__);                                                   \
+        assert_ok(ok_);                                                                            \
+        ok_;                                                                                       \
+    })
+
+/* The one job a claim reply holds (asserted), as a new reference. */
+static json_t *only_job(json_t *reply)
+{
+    json_t *jobs = claim_jobs(reply);
+    cr_assert_eq(json_array_size(jobs), 1, "expected one job, got %zu", json_array_size(jobs));
+    return json_incref(json_array_get(jobs, 0));
+}
+
+/* Enqueue one job (waiting for it) and claim it; the claimed job. */
+static json_t *enqueue_and_claim(struct tc_conn *c, const char *q, const char *g, const char *id)
+{
+    json_decref(CALL_OK(
+        c, "{\"op\":\"enqueue\",\"queue\":\"%s\",\"group\":\"%s\",\"job\":\"%s\",\"payload\":1}", q,
+        g, id));
+    json_t *r = CALL_OK(c, "{\"op\":\"claim\",\"queue\":\"%s\",\"count\":1}", q);
+    json_t *job = only_job(r);
+    json_decref(r);
+    cr_assert_str_eq(jstr(job, "job"), id);
+    return job;
+}
+
+Test(order, enqueue_then_claim_leases_that_job)
+{
+    struct tc_conn *c = fx_conn();
+    char lines[512], id[32];
+    for (int i = 0; i < ROUNDS; i++) {
+        json_t *r[2];
+        snprintf(id, sizeof(id), "JOBec-%05d", i);
+        snprintf(lines, sizeof(lines),
+                 "{\"op\":\"enqueue\",\"queue\":\"oec\",\"group\":\"TENa\",\"job\":\"%s\","
+                 "\"payload\":1}\n"
+                 "{\"op\":\"claim\",\"queue\":\"oec\",\"count\":1}\n",
+                 id);
+        pipeline(c, lines, r, 2);
+        assert_ok(r[0]);
+        json_t *job = only_job(r[1]);
+        cr_assert_str_eq(jstr(job, "job"), id, "round %d: the claim saw the enqueue", i);
+        json_decref(job);
+        free_all(r, 2);
+    }
+    tc_close(c);
+}
+
+Test(order, enqueue_then_reassign_finds_the_job)
+{
+    struct tc_conn *c = fx_conn();
+    char lines[512];
+    for (int i = 0; i < ROUNDS; i++) {
+        json_t *r[2];
+        snprintf(
+            lines, sizeof(lines),
+            "{\"op\":\"enqueue\",\"queue\":\"ora\",\"group\":\"TENa\",\"job\":\"JOBra-%05d\","
+            "\"payload\":1}\n"
+            "{\"op\":\"reassign\",\"queue\":\"ora\",\"job\":\"JOBra-%05d\",\"group\":\"TENb\"}\n",
+            i, i);
+        pipeline(c, lines, r, 2);
+        assert_ok(r[0]);
+        assert_ok(r[1]);
+        free_all(r, 2);
+    }
+    cr_assert_eq(fx_stat(c, "ora", "pending"), ROUNDS);
+    tc_close(c);
+}
+
+Test(order, enqueue_then_job_reads_the_row)
+{
+    struct tc_conn *c = fx_conn();
+    char lines[512];
+    for (int i = 0; i < ROUNDS; i++) {
+        json_t *r[2];
+        snprintf(lines, sizeof(lines),
+                 "{\"op\":\"enqueue\",\"queue\":\"ojb\",\"group\":\"TENa\",\"job\":\"JOBjb-%05d\","
+                 "\"payload\":1}\n"
+                 "{\"op\":\"job\",\"queue\":\"ojb\",\"job\":\"JOBjb-%05d\"}\n",
+                 i, i);
+        pipeline(c, lines, r, 2);
+        assert_ok(r[0]);
+        assert_ok(r[1]);
+        cr_assert_str_eq(jstr(json_object_get(r[1], "job"), "state"), "pending", "round %d", i);
+        free_all(r, 2);
+    }
+    tc_close(c);
+}
+
+/* Two pending jobs; limit 1 then claim 2: the ceiling holds. */
+Test(order, limit_then_claim_respects_the_new_ceiling)
+{
+    struct tc_conn *c = fx_conn();
+    char lines[512], q[16];
+    for (int i = 0; i < ROUNDS; i++) {
+        json_t *r[2];
+        snprintf(q, sizeof(q), "oli%d", i % 8);
+        /* A fresh group per round: nothing of an earlier round counts. */
+        for (int k = 0; k < 2; k++)
+            json_decref(CALL_OK(
+                c, "{\"op\":\"enqueue\",\"queue\":\"%s\",\"group\":\"TEN%d\",\"payload\":%d}", q, i,
+                k));
+        snprintf(lines, sizeof(lines),
+                 "{\"op\":\"limit\",\"queue\":\"%s\",\"group\":\"TEN%d\",\"max\":1}\n"
+                 "{\"op\":\"claim\",\"queue\":\"%s\",\"count\":2}\n",
+                 q, i, q);
+        pipeline(c, lines, r, 2);
+        assert_ok(r[0]);
+        json_t *jobs = claim_jobs(r[1]);
+        cr_assert_eq(json_array_size(jobs), 1, "round %d: %zu jobs leased past a ceiling of 1", i,
+                     json_array_size(jobs));
+        free_all(r, 2);
+    }
+    tc_close(c);
+}
+
+Test(order, pause_then_claim_gets_nothing)
+{
+    struct tc_conn *c = fx_conn();
+    char lines[512];
+    for (int i = 0; i < ROUNDS; i++) {
+        json_t *r[2];
+        json_decref(CALL_OK(
+            c, "{\"op\":\"enqueue\",\"queue\":\"opa\",\"group\":\"TEN%d\",\"payload\":1}", i));
+        snprintf(lines, sizeof(lines),
+                 "{\"op\":\"pause\",\"queue\":\"opa\",\"group\":\"TEN%d\"}\n"
+                 "{\"op\":\"claim\",\"queue\":\"opa\",\"count\":1}\n",
+                 i);
+        pipeline(c, lines, r, 2);
+        assert_ok(r[0]);
+        cr_assert_eq(json_array_size(claim_jobs(r[1])), 0, "round %d: a paused lane served", i);
+        free_all(r, 2);
+    }
+    tc_close(c);
+}
+
+Test(order, resume_then_claim_gets_the_job)
+{
+    struct tc_conn *c = fx_conn();
+    char lines[512];
+    for (int i = 0; i < ROUNDS; i++) {
+        json_t *r[2];
+        json_decref(CALL_OK(c, "{\"op\":\"pause\",\"queue\":\"ore\",\"group\":\"TEN%d\"}", i));
+        json_decref(CALL_OK(c,
+                            "{\"op\":\"enqueue\",\"queue\":\"ore\",\"group\":\"TEN%d\",\"job\":"
+                            "\"JOBre-%05d\",\"payload\":1}",
+                            i, i));
+        snprintf(lines, sizeof(lines),
+                 "{\"op\":\"resume\",\"queue\":\"ore\",\"group\":\"TEN%d\"}\n"
+                 "{\"op\":\"claim\",\"queue\":\"ore\",\"count\":1}\n",
+                 i);
+        pipeline(c, lines, r, 2);
+        assert_ok(r[0]);
+        json_t *job = only_job(r[1]);
+        json_decref(job);
+        free_all(r, 2);
+    }
+    tc_close(c);
+}
+
+Test(order, complete_then_job_sees_it_completed)
+{
+    struct tc_conn *c = fx_conn();
+    char lines[512], id[32];
+    for (int i = 0; i < ROUNDS; i++) {
+        json_t *r[2];
+        snprintf(id, sizeof(id), "JOBcj-%05d", i);
+        json_t *job = enqueue_and_claim(c, "ocj", "TENa", id);
+        snprintf(lines, sizeof(lines),
+                 "{\"op\":\"complete\",\"queue\":\"ocj\",\"job\":\"%s\",\"lease\":\"%s\"}\n"
+                 "{\"op\":\"job\",\"queue\":\"ocj\",\"job\":\"%s\"}\n",
+                 id, jstr(job, "lease"), id);
+        json_decref(job);
+        pipeline(c, lines, r, 2);
+        assert_ok(r[0]);
+        assert_ok(r[1]);
+        cr_assert_str_eq(jstr(json_object_get(r[1], "job"), "state"), "completed", "round %d", i);
+        free_all(r, 2);
+    }
+    tc_close(c);
+}
+
+/* A ceiling of 1 with two jobs: settling the first one (complete, fail or
+ * release) and claiming in one write must lease again at once. */
+static void settle_then_claim(const char *settle)
+{
+    struct tc_conn *c = fx_conn();
+    char lines[1024], q[32];
+    snprintf(q, sizeof(q), "o%.8s", settle);
+    for (int i = 0; i < ROUNDS; i++) {
+        json_t *r[2];
+        json_decref(
+            CALL_OK(c, "{\"op\":\"limit\",\"queue\":\"%s\",\"group\":\"TEN%d\",\"max\":1}", q, i));
+        /* The lane under test: TEN<i> with a ceiling of 1, two jobs, one
+         * held. Earlier rounds' lanes are empty or at their ceiling. */
+        json_decref(CALL_OK(c,
+                            "{\"op\":\"enqueue\",\"queue\":\"%s\",\"group\":\"TEN%d\",\"job\":"
+                            "\"JOBa-%05d\",\"payload\":1}",
+                            q, i, i));
+        json_decref(CALL_OK(c,
+                            "{\"op\":\"enqueue\",\"queue\":\"%s\",\"group\":\"TEN%d\",\"job\":"
+                            "\"JOBb-%05d\",\"payload\":1}",
+                            q, i, i));
+        json_t *cl = CALL_OK(c, "{\"op\":\"claim\",\"queue\":\"%s\",\"count\":1}", q);
+        json_t *job = only_job(cl);
+        json_decref(cl);
+        const char *extra = strcmp(settle, "fail") == 0 ? ",\"retry_ms\":3600000" : "";
+        snprintf(lines, sizeof(lines),
+                 "{\"op\":\"%s\",\"queue\":\"%s\",\"job\":\"%s\",\"lease\":\"%s\"%s}\n"
+                 "{\"op\":\"claim\",\"queue\":\"%s\",\"count\":1}\n",
+                 settle, q, jstr(job, "job"), jstr(job, "lease"), extra, q);
+        pipeline(c, lines, r, 2);
+        assert_ok(r[0]);
+        json_t *next = only_job(r[1]);
+        cr_assert_str_eq(jstr(next, "group"), jstr(job, "group"),
+                         "round %d: the freed permit served the lane", i);
+        json_decref(next);
+        json_decref(job);
+        free_all(r, 2);
+    }
+    tc_close(c);
+}
+
+Test(order, complete_then_claim_under_a_ceiling_of_one)
+{
+    settle_then_claim("complete");
+}
+
+Test(order, fail_then_claim_under_a_ceiling_of_one)
+{
+    settle_then_claim("fail");
+}
+
+Test(order, release_then_claim_under_a_ceiling_of_one)
+{
+    settle_then_claim("release");
+}
+
+/* enqueue_many admits its items in input order: a repeated id is
+ * enqueued the first time and a duplicate after. */
+Test(order, enqueue_many_admits_items_in_input_order)
+{
+    struct tc_conn *c = fx_conn();
+    for (int i = 0; i < ROUNDS; i++) {
+        json_t *r =
+            CALL_OK(c,
+                    "{\"op\":\"enqueue_many\",\"queue\":\"oem\",\"group\":\"TENa\",\"jobs\":["
+                    "{\"job\":\"JOBm-%05d\",\"payload\":1},{\"payload\":2},"
+                    "{\"job\":\"JOBm-%05d\",\"payload\":3},{\"job\":\"JOBm-%05d\",\"payload\":4}]}",
+                    i, i, i);
+        json_t *res = json_object_get(r, "results");
+        cr_assert_str_eq(jstr(json_array_get(res, 0), "verdict"), "enqueued", "round %d", i);
+        cr_assert_str_eq(jstr(json_array_get(res, 1), "verdict"), "enqueued", "round %d", i);
+        cr_assert_str_eq(jstr(json_array_get(res, 2), "verdict"), "duplicate", "round %d", i);
+        cr_assert_str_eq(jstr(json_array_get(res, 3), "verdict"), "duplicate", "round %d", i);
+        json_decref(r);
+    }
+    tc_close(c);
+}
+
+/* drain runs in several calls (1,000 jobs each): the lines after it take
+ * effect after all of them, so an enqueue sent after a drain is kept and
+ * a depth sent after it sees the lane empty. */
+Test(order, drain_takes_effect_before_the_lines_after_it)
+{
+    struct tc_conn *c = fx_conn();
+    static char lines[200000];
+    for (int i = 0; i < 5; i++) {
+        /* 2,500 pending jobs in lane TEN<i>: three drain calls. */
+        for (int b = 0; b < 5; b++) {
+            size_t o = (size_t)snprintf(lines, sizeof(lines),
+                                        "{\"op\":\"enqueue_many\",\"queue\":\"odr\","
+                                        "\"group\":\"TEN%d\",\"jobs\":[",
+                                        i);
+            for (int k = 0; k < 500; k++)
+                o += (size_t)snprintf(lines + o, sizeof(lines) - o, "%s{\"payload\":%d}",
+                                      k ? "," : "", k);
+            snprintf(lines + o, sizeof(lines) - o, "]}");
+            json_decref(CALL_OK(c, "%s", lines));
+        }
+        json_t *r[4];
+        snprintf(lines, sizeof(lines),
+                 "{\"op\":\"drain\",\"queue\":\"odr\",\"group\":\"TEN%d\"}\n"
+                 "{\"op\":\"depth\",\"queue\":\"odr\",\"group\":\"TEN%d\"}\n"
+                 "{\"op\":\"enqueue\",\"queue\":\"odr\",\"group\":\"TEN%d\",\"payload\":1}\n"
+                 "{\"op\":\"depth\",\"queue\":\"odr\",\"group\":\"TEN%d\"}\n",
+                 i, i, i, i);
+        pipeline(c, lines, r, 4);
+        for (int k = 0; k < 4; k++)
+            assert_ok(r[k]);
+        cr_assert_eq(jint(r[0], "drained"), 2500, "round %d", i);
+        cr_assert_eq(jint(r[1], "depth"), 0, "round %d: the depth ran before the drain ended", i);
+        cr_assert_eq(jint(r[3], "depth"), 1, "round %d: the drain took a later enqueue", i);
+        free_all(r, 4);
+    }
+    tc_close(c);
+}
+
+/* Completions that arrive together are coalesced into one script call at
+ * the end of the loop turn; a claim in the same read still runs after
+ * them. Two connections complete ten jobs each of a lane whose ceiling
+ * is twenty, in one write each; the claim behind the first connection's
+ * completions finds at least its ten permits free. */
+Test(order, coalesced_completions_run_before_a_later_claim)
+{
+    struct tc_conn *a = fx_conn(), *b = fx_conn();
+    static char lines[16384];
+    for (int i = 0; i < 50; i++) {
+        json_decref(
+            CALL_OK(a, "{\"op\":\"limit\",\"queue\":\"oco\",\"group\":\"TEN%d\",\"max\":20}", i));
+        for (int k = 0; k < 30; k++)
+            json_decref(CALL_OK(
+                a, "{\"op\":\"enqueue\",\"queue\":\"oco\",\"group\":\"TEN%d\",\"payload\":%d}", i,
+                k));
+        json_t *held[2];
+        held[0] = CALL_OK(a, "{\"op\":\"claim\",\"queue\":\"oco\",\"count\":10}");
+        held[1] = CALL_OK(b, "{\"op\":\"claim\",\"queue\":\"oco\",\"count\":10}");
+        for (int side = 0; side < 2; side++) {
+            json_t *jobs = claim_jobs(held[side]);
+            cr_assert_eq(json_array_size(jobs), 10, "round %d: setup", i);
+            size_t o = 0;
+            for (size_t k = 0; k < 10; k++) {
+                json_t *j = json_array_get(jobs, k);
+                o += (size_t)snprintf(lines + o, sizeof(lines) - o,
+                                      "{\"op\":\"complete\",\"queue\":\"oco\",\"job\":\"%s\","
+                                      "\"lease\":\"%s\"}\n",
+                                      jstr(j, "job"), jstr(j, "lease"));
+            }
+            if (side == 0)
+                snprintf(lines + o, sizeof(lines) - o,
+                         "{\"op\":\"claim\",\"queue\":\"oco\",\"count\":10}\n");
+            cr_assert_eq(tc_send(side == 0 ? a : b, lines, strlen(lines)), 0);
+        }
+        json_t *r[11];
+        for (int side = 1; side >= 0; side--) {
+            struct tc_conn *c = side == 0 ? a : b;
+            int n = side == 0 ? 11 : 10;
+            for (int k = 0; k < n; k++) {
+                r[k] = tc_read(c, 30000);
+                assert_ok(r[k]);
+            }
+            if (side == 0) {
+                cr_assert_eq(json_array_size(claim_jobs(r[10])), 10,
+                             "round %d: the claim ran before the completions sent with it", i);
+                json_t *jobs = claim_jobs(r[10]);
+                for (size_t k = 0; k < 10; k++) {
+                    json_t *j = json_array_get(jobs, k);
+                    json_decref(CALL_OK(
+                        a,
+                        "{\"op\":\"complete\",\"queue\":\"oco\",\"job\":\"%s\",\"lease\":\"%s\"}",
+                        jstr(j, "job"), jstr(j, "lease")));
+                }
+            }
+            free_all(r, n);
+        }
+        json_decref(held[0]);
+        json_decref(held[1]);
+    }
+    tc_close(a);
+    tc_close(b);
+}
+
+/* With a stream parked on the queue, an enqueue may hand its job straight
+ * to the stream (PROTOCOL.md 6.7). A job read and a claim pipelined after
+ * the enqueue still see it: the row exists, and the job went to exactly
+ * one of the claim or the stream. */
+Test(order, enqueue_then_job_and_claim_with_a_hand_off_possible)
+{
+    struct tc_conn *c = fx_conn(), *s = fx_conn();
+    json_decref(CALL_OK(s, "{\"op\":\"stream\",\"queue\":\"oho\",\"credit\":1}"));
+    char lines[1024], id[32];
+    int pushed = 0, claimed = 0;
+    for (int i = 0; i < ROUNDS; i++) {
+        json_t *r[3];
+        snprintf(id, sizeof(id), "JOBho-%05d", i);
+        snprintf(lines, sizeof(lines),
+                 "{\"op\":\"enqueue\",\"queue\":\"oho\",\"group\":\"TENa\",\"job\":\"%s\","
+                 "\"payload\":1}\n"
+                 "{\"op\":\"job\",\"queue\":\"oho\",\"job\":\"%s\"}\n"
+                 "{\"op\":\"claim\",\"queue\":\"oho\",\"count\":1}\n",
+                 id, id);
+        pipeline(c, lines, r, 3);
+        assert_ok(r[0]);
+        assert_ok(r[1]);
+        const char *state = jstr(json_object_get(r[1], "job"), "state");
+        cr_assert(strcmp(state, "pending") == 0 || strcmp(state, "active") == 0,
+                  "round %d: the job read saw state '%s'", i, state);
+        json_t *jobs = claim_jobs(r[2]);
+        json_t *got;
+        struct tc_conn *holder;
+        if (json_array_size(jobs) == 1) {
+            got = json_incref(json_array_get(jobs, 0));
+            holder = c;
+            claimed++;
+        } else {
+            /* Not claimed: the stream has it (or gets it: the wake). */
+            got = tc_read(s, 30000);
+            cr_assert_not_null(got, "round %d: the job went to nobody", i);
+            holder = s;
+            pushed++;
+        }
+        cr_assert_str_eq(jstr(got, "job"), id, "round %d", i);
+        json_decref(CALL_OK(
+            holder, "{\"op\":\"complete\",\"queue\":\"oho\",\"job\":\"%s\",\"lease\":\"%s\"}", id,
+            jstr(got, "lease")));
+        json_decref(got);
+        free_all(r, 3);
+    }
+    cr_log_info("claimed %d, pushed to the stream %d", claimed, pushed);
+    tc_close(s);
+    tc_close(c);
+}
