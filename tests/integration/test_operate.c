@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "fixture.h"
+#include "scrape.h"
 
 TestSuite(operate, .fini = fx_teardown, .timeout = 60);
 
@@ -328,36 +329,6 @@ Test(operate, idle_timeout_spares_a_waiting_stream)
 
 /* --- metrics --------------------------------------------------------------- */
 
-/* GET path from 127.0.0.1:port; the whole response into buf. Its length. */
-static size_t http_get(int port, const char *path, char *buf, size_t cap)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "metrics port");
-    static char req[16384];
-    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
-    cr_assert_eq(write(fd, req, (size_t)n), n);
-    size_t len = 0;
-    struct pollfd pfd = {.fd = fd, .events = POLLIN};
-    while (len + 1 < cap && poll(&pfd, 1, 5000) == 1) {
-        ssize_t r = read(fd, buf + len, cap - 1 - len);
-        if (r <= 0)
-            break;
-        len += (size_t)r;
-    }
-    buf[len] = '\0';
-    close(fd);
-    return len;
-}
-
-static char *body_of(char *resp)
-{
-    char *b = strstr(resp, "\r\n\r\n");
-    cr_assert_not_null(b);
-    return b + 4;
-}
-
 Test(operate, metrics_endpoint_counts_and_passes_promtool)
 {
     static char resp[1 << 20];
@@ -384,7 +355,7 @@ Test(operate, metrics_endpoint_counts_and_passes_promtool)
     http_get(mport, "/metrics", resp, sizeof(resp));
     cr_assert(strncmp(resp, "HTTP/1.1 200 OK\r\n", 17) == 0, "got: %.200s", resp);
     cr_assert(strstr(resp, "Content-Type: text/plain; version=0.0.4") != NULL);
-    char *body = body_of(resp);
+    char *body = scrape_body(resp);
     const char *want[] = {
         "emqd_jobs_total{queue=\"mq\",event=\"enqueued\"} 6\n",
         "emqd_jobs_total{queue=\"mq\",event=\"claimed\"} 1\n",
@@ -407,19 +378,7 @@ Test(operate, metrics_endpoint_counts_and_passes_promtool)
               body);
     cr_assert(strstr(body, "group=\"TENc\"") == NULL, "only 2 groups per queue: %s", body);
 
-    if (access("/usr/bin/promtool", X_OK) == 0) {
-        char path[32], cmd[128], out[4096];
-        write_temp(path, body);
-        snprintf(cmd, sizeof(cmd), "promtool check metrics < %s 2>&1", path);
-        FILE *p = popen(cmd, "r");
-        size_t n = fread(out, 1, sizeof(out) - 1, p);
-        out[n] = '\0';
-        int st = pclose(p);
-        unlink(path);
-        cr_assert_eq(WEXITSTATUS(st), 0, "promtool: %s", out);
-    } else {
-        cr_log_warn("promtool not installed: exposition format not validated");
-    }
+    scrape_promtool(body);
 
     http_get(mport, "/nope", resp, sizeof(resp));
     cr_assert(strncmp(resp, "HTTP/1.1 404", 12) == 0, "got: %.100s", resp);
