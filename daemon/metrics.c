@@ -192,8 +192,11 @@ static void render_pool(struct outbuf *o, const struct scrape *sc)
     put(o, "emqd_pool_requests_total %llu\n", (unsigned long long)st.requests);
     family(o, "emqd_pool_failures_total", "counter", "Backend calls that got no answer.");
     put(o, "emqd_pool_failures_total %llu\n", (unsigned long long)st.failures);
-    family(o, "emqd_pool_reconnects_total", "counter", "Backend reconnection attempts.");
-    put(o, "emqd_pool_reconnects_total %llu\n", (unsigned long long)st.reconnects);
+    family(o, "emqd_pool_reconnects_total", "counter",
+           "Backend connections back after being lost: each time a pool connection that had "
+           "been ready is ready again (not the start-up connect, however many tries it takes, "
+           "nor failed attempts).");
+    put(o, "emqd_pool_reconnects_total %llu\n", (unsigned long long)st.recovered);
 }
 
 static void render(struct outbuf *o, const struct scrape *sc)

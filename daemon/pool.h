@@ -78,6 +78,7 @@ struct pool_stats {
     uint64_t requests;   /* accepted requests */
     uint64_t failures;   /* callbacks that ran with POOL_EUNAVAILABLE */
     uint64_t reconnects; /* connection attempts after each connection's first */
+    uint64_t recovered;  /* connections ready again after having been ready and lost */
     uint64_t noscript;   /* script calls resent as EVAL after NOSCRIPT */
     int connected;       /* ready command connections */
     int size;            /* command connections configured */

@@ -367,6 +367,12 @@ static void conn_ready(struct pool_conn *c)
     /* A failure after this one is news again, even for the same reason. */
     p->error[0] = '\0';
     p->errors_unlogged = 0;
+    /* Back after it was lost (the metrics' reconnects): the start-up
+     * connect is not, however many tries it took (Redis still loading at
+     * boot is not an outage), and neither is a failed attempt. */
+    if (c->was_ready)
+        p->stats.recovered++;
+    c->was_ready = true;
     conn_set_state(c, CONN_READY);
     if (c->pubsub)
         for (struct pool_sub *s = p->subs; s != NULL && c->state == CONN_READY; s = s->next)

@@ -59,6 +59,7 @@ struct pool_conn {
     enum conn_state state;
     bool pubsub;               /* the dedicated pub/sub connection */
     bool started;              /* an attempt was made before (for the reconnect count) */
+    bool was_ready;            /* it has been ready before (for the recovered count) */
     int setup_step;            /* setup replies received so far */
     int setup_count;           /* setup commands sent */
     uint64_t backoff;          /* the current backoff ceiling, ms */
