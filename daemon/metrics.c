@@ -15,6 +15,7 @@
 #include "addr.h"
 #include "http.h"
 #include "log.h"
+#include "procinfo.h"
 #include "server.h"
 
 #define GROUP_PAGE  "256"
@@ -74,6 +75,22 @@ static void put(struct outbuf *o, const char *fmt, ...)
 static void family(struct outbuf *o, const char *name, const char *type, const char *help)
 {
     put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A family of one unlabelled sample: a whole number, or (scalar_real) a
+ * number of seconds written with prec decimals. */
+static void scalar(struct outbuf *o, const char *name, const char *type, const char *help,
+                   uint64_t v)
+{
+    family(o, name, type, help);
+    put(o, "%s %llu\n", name, (unsigned long long)v);
+}
+
+static void scalar_real(struct outbuf *o, const char *name, const char *type, const char *help,
+                        double v, int prec)
+{
+    family(o, name, type, help);
+    put(o, "%s %.*f\n", name, prec, v);
 }
 
 /* A label value with \, " and newline escaped (names are checked brand
@@ -182,21 +199,37 @@ static void render_pool(struct outbuf *o, const struct scrape *sc)
     put(o, "emqd_backend_rtt_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)st.rtt_count);
     put(o, "emqd_backend_rtt_seconds_sum %.6f\n", (double)st.rtt_sum_us / 1e6);
     put(o, "emqd_backend_rtt_seconds_count %llu\n", (unsigned long long)st.rtt_count);
-    family(o, "emqd_pool_connections", "gauge", "Backend connections ready now.");
-    put(o, "emqd_pool_connections %d\n", st.connected);
-    family(o, "emqd_pool_size", "gauge", "Backend connections configured.");
-    put(o, "emqd_pool_size %d\n", st.size);
-    family(o, "emqd_pool_inflight", "gauge", "Backend calls awaiting their answer.");
-    put(o, "emqd_pool_inflight %llu\n", (unsigned long long)st.inflight);
-    family(o, "emqd_pool_requests_total", "counter", "Backend calls made.");
-    put(o, "emqd_pool_requests_total %llu\n", (unsigned long long)st.requests);
-    family(o, "emqd_pool_failures_total", "counter", "Backend calls that got no answer.");
-    put(o, "emqd_pool_failures_total %llu\n", (unsigned long long)st.failures);
-    family(o, "emqd_pool_reconnects_total", "counter",
+    scalar(o, "emqd_pool_connections", "gauge", "Backend connections ready now.",
+           (uint64_t)st.connected);
+    scalar(o, "emqd_pool_size", "gauge", "Backend connections configured.", (uint64_t)st.size);
+    scalar(o, "emqd_pool_inflight", "gauge", "Backend calls awaiting their answer.", st.inflight);
+    scalar(o, "emqd_pool_requests_total", "counter", "Backend calls made.", st.requests);
+    scalar(o, "emqd_pool_failures_total", "counter", "Backend calls that got no answer.",
+           st.failures);
+    scalar(o, "emqd_pool_reconnects_total", "counter",
            "Backend connections back after being lost: each time a pool connection that had "
            "been ready is ready again (not the start-up connect, however many tries it takes, "
-           "nor failed attempts).");
-    put(o, "emqd_pool_reconnects_total %llu\n", (unsigned long long)st.recovered);
+           "nor failed attempts).",
+           st.recovered);
+}
+
+/* The process_* families every Prometheus client library exports, with
+ * their usual help texts; left out when procfs cannot be read. */
+static void render_process(struct outbuf *o)
+{
+    struct procinfo pi;
+    if (procinfo_read(&pi) != 0)
+        return;
+    scalar_real(o, "process_cpu_seconds_total", "counter",
+                "Total user and system CPU time spent in seconds.", pi.cpu_seconds, 6);
+    scalar(o, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
+           pi.resident_bytes);
+    scalar(o, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.",
+           pi.virtual_bytes);
+    scalar(o, "process_open_fds", "gauge", "Number of open file descriptors.", pi.open_fds);
+    scalar(o, "process_max_fds", "gauge", "Maximum number of open file descriptors.", pi.max_fds);
+    scalar_real(o, "process_start_time_seconds", "gauge",
+                "Start time of the process since unix epoch in seconds.", pi.start_time, 2);
 }
 
 static void render(struct outbuf *o, const struct scrape *sc)
@@ -204,17 +237,17 @@ static void render(struct outbuf *o, const struct scrape *sc)
     const struct server *s = sc->srv;
     family(o, "emqd_build_info", "gauge", "The running emqd's version.");
     put(o, "emqd_build_info{version=\"%s\"} 1\n", EMQ_VERSION);
-    family(o, "emqd_connections", "gauge", "Client connections open now.");
-    put(o, "emqd_connections %zu\n", s->nclients);
-    family(o, "emqd_connections_accepted_total", "counter", "Client connections accepted.");
-    put(o, "emqd_connections_accepted_total %llu\n", (unsigned long long)s->count.connections);
+    render_process(o);
+    scalar(o, "emqd_connections", "gauge", "Client connections open now.", s->nclients);
+    scalar(o, "emqd_connections_accepted_total", "counter", "Client connections accepted.",
+           s->count.connections);
     render_requests(o, s);
     render_jobs(o, sc);
     render_groups(o, sc);
     render_pool(o, sc);
-    family(o, "emqd_scrape_backend_errors", "gauge",
-           "Backend reads of this scrape that failed (their gauges are missing).");
-    put(o, "emqd_scrape_backend_errors %zu\n", sc->backend_errors);
+    scalar(o, "emqd_scrape_backend_errors", "gauge",
+           "Backend reads of this scrape that failed (their gauges are missing).",
+           sc->backend_errors);
 }
 
 /* --- the scrape ------------------------------------------------------------ */

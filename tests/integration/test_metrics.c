@@ -1,11 +1,13 @@
 /* Integration: what the metrics endpoint counts. The pool's reconnect
  * counter counts connections back after a loss, not the start-up connect
- * however many tries it takes. Every wait below polls the endpoint (or the
+ * however many tries it takes; the process_* families describe the emqd
+ * process as procfs sees it. Every wait below polls the endpoint (or the
  * event itself) against a generous deadline; nothing asserts how long
  * anything took. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <criterion/criterion.h>
 #include <hiredis/hiredis.h>
@@ -132,4 +134,71 @@ Test(metrics, a_start_up_that_retries_is_not_a_reconnect)
     cr_assert_eq(await_at_least("emqd_pool_connections", 4, 30000), 4);
     char *body = scrape();
     cr_assert_eq(scrape_value(body, "emqd_pool_reconnects_total"), 0, "%s", body);
+}
+
+/* --- process_* ------------------------------------------------------------ */
+
+/* The soft limit of open files of a process, from /proc/PID/limits. */
+static long long nofile_limit(pid_t pid)
+{
+    char path[64], line[256];
+    long long soft = -1;
+    snprintf(path, sizeof(path), "/proc/%d/limits", (int)pid);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, "Max open files", 14) == 0)
+            soft = atoll(line + 14);
+    fclose(f);
+    return soft;
+}
+
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+Test(metrics, process_families_describe_the_emqd_process)
+{
+    double before = wall_s();
+    start(NULL);
+    double after = wall_s();
+    char *body = scrape();
+    static const char *const names[] = {"process_cpu_seconds_total",
+                                        "process_resident_memory_bytes",
+                                        "process_virtual_memory_bytes",
+                                        "process_open_fds",
+                                        "process_max_fds",
+                                        "process_start_time_seconds"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++)
+        cr_assert(!isnan(scrape_value(body, names[i])), "no %s in:\n%s", names[i], body);
+
+    double start_s = scrape_value(body, "process_start_time_seconds");
+    cr_assert(start_s >= before - 1 && start_s <= after + 1,
+              "started at %.2f, between %.2f and %.2f", start_s, before, after);
+    cr_assert_eq(scrape_value(body, "process_max_fds"), (double)nofile_limit(fx_emqd.pid));
+    double rss = scrape_value(body, "process_resident_memory_bytes");
+    double vm_rss = (double)emqd_rss_kb(&fx_emqd) * 1024;
+    cr_assert(rss > vm_rss / 2 && rss < vm_rss * 2, "resident %.0f, VmRSS %.0f", rss, vm_rss);
+    cr_assert_geq(scrape_value(body, "process_virtual_memory_bytes"), rss);
+    double cpu = scrape_value(body, "process_cpu_seconds_total");
+    cr_assert_geq(cpu, 0);
+
+    /* Ten more client connections are ten more descriptors. */
+    double fds = scrape_value(body, "process_open_fds");
+    cr_assert_gt(fds, 0);
+    struct tc_conn *c[10];
+    for (int i = 0; i < 10; i++) {
+        c[i] = fx_conn();
+        json_t *ok = tc_call(c[i], "{\"op\":\"ping\"}"); /* accepted by now */
+        assert_ok(ok);
+        json_decref(ok);
+    }
+    body = scrape();
+    cr_assert_geq(scrape_value(body, "process_open_fds"), fds + 10, "%s", body);
+    cr_assert_geq(scrape_value(body, "process_cpu_seconds_total"), cpu, "a counter");
+    for (int i = 0; i < 10; i++)
+        tc_close(c[i]);
 }

@@ -367,6 +367,8 @@ Test(operate, metrics_endpoint_counts_and_passes_promtool)
         "emqd_backend_rtt_seconds_count ",
         "emqd_pool_size 4\n",
         "emqd_pool_connections ",
+        "process_open_fds ",
+        "process_start_time_seconds ",
     };
     for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++)
         cr_assert(strstr(body, want[i]) != NULL, "missing %s in:\n%s", want[i], body);
