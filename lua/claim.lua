@@ -1,9 +1,12 @@
 -- claim: lease up to n jobs from the ring, one lane head per turn.
 -- KEYS:  the standard ten (lib.lua).
--- ARGV:  1 prefix, 2 n (>= 1), 3 lease_ms (>= 1)
+-- ARGV:  1 prefix, 2 n (>= 1), 3 lease_ms (>= 1), 4 waits (optional: '1'
+--        adds each job's wait as a sixth field)
 -- Returns {deadline, id, group, payload, attempt, token, id, ...}: the
 -- deadline (server ms) shared by the batch, then five fields per job, in
--- the order served. Only {deadline} when nothing is serviceable.
+-- the order served; with waits, six: {..., token, wait_ms, id, ...}, where
+-- wait_ms is how long the job waited since it last became claimable (see
+-- lease() in lib.lua). Only {deadline} when nothing is serviceable.
 --
 -- Each turn is LMOVE ring ring LEFT RIGHT: the lane at the head goes to the
 -- tail and its head job is leased. If that left the lane empty or at its
@@ -13,7 +16,9 @@ local n, lease_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
 if not n or n < 1 or not lease_ms or lease_ms < 1 then
   return redis.error_reply('EARG count and lease_ms must be positive')
 end
-local deadline = now_ms() + lease_ms
+local width = ARGV[4] == '1' and 6 or 5
+local now = now_ms()
+local deadline = now + lease_ms
 local dl = int(deadline)
 local out = {deadline}
 if call('LLEN', K_RING) == 0 then return out end
@@ -30,8 +35,8 @@ while served < n do
   else
     local id = head[1]
     served = served + 1
-    local job = lease(id, g, dl, int(tok + served))
-    for i = 1, 5 do out[#out + 1] = job[i] end
+    local job = lease(id, g, dl, int(tok + served), now)
+    for i = 1, width do out[#out + 1] = job[i] end
     local lim = glimit(g)
     if (lim ~= nil and gactive(g) >= lim) or call('ZCARD', lane) == 0 then
       call('RPOP', K_RING)

@@ -1,12 +1,15 @@
 -- claim_flat: lease up to n jobs from the flat (ungrouped) set, oldest first.
 -- KEYS:  the standard ten (lib.lua).
--- ARGV:  1 prefix, 2 n (>= 1), 3 lease_ms (>= 1)
+-- ARGV:  1 prefix, 2 n (>= 1), 3 lease_ms (>= 1), 4 waits (optional: '1'
+--        adds each job's wait as a sixth field, as for claim)
 -- Returns {deadline, id, '', payload, attempt, token, ...} as claim does.
 local n, lease_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
 if not n or n < 1 or not lease_ms or lease_ms < 1 then
   return redis.error_reply('EARG count and lease_ms must be positive')
 end
-local deadline = now_ms() + lease_ms
+local width = ARGV[4] == '1' and 6 or 5
+local now = now_ms()
+local deadline = now + lease_ms
 local out = {deadline}
 local popped = call('ZPOPMIN', K_PENDING, int(n))
 if #popped == 0 then return out end
@@ -14,7 +17,7 @@ local k = #popped / 2
 local tok = call('INCRBY', K_SEQ, int(k)) - k
 local dl = int(deadline)
 for i = 1, k do
-  local job = lease(popped[2 * i - 1], '', dl, int(tok + i))
-  for j = 1, 5 do out[#out + 1] = job[j] end
+  local job = lease(popped[2 * i - 1], '', dl, int(tok + i), now)
+  for j = 1, width do out[#out + 1] = job[j] end
 end
 return out

@@ -27,10 +27,11 @@ if action == 'list' then
   end
   return out
 elseif action == 'retry' then
+  local now = int(now_ms())
   for _, j in ipairs(ids) do
     call('ZREM', K_DEAD, j)
     local row = row_key(j)
-    call('HSET', row, 'state', 'pending', 'attempts', 0)
+    call('HSET', row, 'state', 'pending', 'attempts', 0, 'ready_ms', now)
     call('HDEL', row, 'finished_ms')
     to_backlog(j, call('HGET', row, 'group') or '')
   end

@@ -152,15 +152,20 @@ end
 
 -- Lease a job that has just been taken off its backlog. dl is the lease
 -- deadline as int() text (one per batch); tok is the fencing token that
--- complete/fail/extend/release must present.
-local function lease(id, g, dl, tok)
+-- complete/fail/extend/release must present; now is the caller's now_ms().
+-- Returns {id, group, payload, attempt, token, wait}: wait is the ms the
+-- job waited since it last became claimable, its row's ready_ms (set when
+-- a delayed job came due or a job was put back) or else its created_ms
+-- (a job due at once is claimable from its enqueue); never negative.
+local function lease(id, g, dl, tok, now)
   local row = row_key(id)
-  local f = call('HMGET', row, 'attempts', 'payload')
+  local f = call('HMGET', row, 'attempts', 'payload', 'ready_ms', 'created_ms')
   local att = tonumber(f[1] or '0') + 1
   call('HSET', row, 'state', 'active', 'attempts', int(att), 'lease', tok, 'lease_until', dl)
   call('ZADD', K_ACTIVE, dl, id)
   if g ~= '' then call('ZADD', lane_active_key(g), dl, id) end
-  return {id, g, f[2] or '', att, tok}
+  local ready = tonumber(f[3] or f[4] or '') or now
+  return {id, g, f[2] or '', att, tok, math.max(0, now - ready)}
 end
 
 -- Check a presented lease: returns the row's group, or nil and a status.
@@ -173,6 +178,7 @@ end
 
 -- Send a job whose lease ended without success back to its backlog, or to
 -- the dead set when its attempts are spent (max_attempts 0 = unlimited).
+-- Back in its backlog, it is claimable again from now (ready_ms).
 local function requeue(id, g, reason, now)
   local row = row_key(id)
   local f = call('HMGET', row, 'attempts', 'max_attempts')
@@ -184,7 +190,7 @@ local function requeue(id, g, reason, now)
     call('ZADD', K_DEAD, int(now), id)
     return 'dead'
   end
-  call('HSET', row, 'state', 'pending')
+  call('HSET', row, 'state', 'pending', 'ready_ms', int(now))
   to_backlog(id, g)
   return 'pending'
 end
