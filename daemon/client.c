@@ -668,6 +668,7 @@ void client_hold(struct client *c, struct queue *q, const char *job, size_t jlen
     snprintf(l->lease, sizeof(l->lease), "%s", lease);
     l->klen = (size_t)snprintf(l->key, sizeof(l->key), "%s %.*s", q->name, (int)jlen, job);
     l->expires = uv_now(c->srv->loop) + lease_ms;
+    l->since_ns = uv_hrtime();
     if (map_put(&c->held, l->key, l->klen, l) != 0) {
         free(l);
         return;
@@ -713,17 +714,19 @@ void client_sweep(struct client *c, uint64_t now)
         }
         for (size_t i = 0; i < n; i++) {
             const char *job = strchr(gone[i]->key, ' ') + 1;
-            client_unhold(c, gone[i]->q, job, strlen(job));
+            client_unhold(c, gone[i]->q, job, strlen(job), false);
         }
     } while (n == 64);
 }
 
-void client_unhold(struct client *c, struct queue *q, const char *job, size_t jlen)
+void client_unhold(struct client *c, struct queue *q, const char *job, size_t jlen, bool settled)
 {
     char key[sizeof(((struct lease *)0)->key)];
     struct lease *l = map_del(&c->held, key, held_key(q, job, jlen, key, sizeof(key)));
     if (l == NULL)
         return;
+    if (settled)
+        hist_record(&q->latency.run, (uv_hrtime() - l->since_ns) / 1000);
     struct waiter *w = l->stream;
     free(l);
     if (w != NULL) {

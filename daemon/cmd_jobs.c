@@ -395,13 +395,13 @@ static void claim_cb(void *priv, int status, redisReply *reply)
         return;
     struct client *c = r->c;
     long long deadline = reply->element[0]->integer;
-    size_t got = (reply->elements - 1) / 5;
+    size_t got = (reply->elements - 1) / QUEUE_JOB_FIELDS;
     if (c->closing) {
         /* The worker left while we claimed: give the jobs straight back,
          * with their attempt (nobody saw them). */
         json_t *pairs = NULL;
         for (size_t i = 0; i < got; i++)
-            pairs = queue_pair_add(pairs, reply->element + 1 + 5 * i);
+            pairs = queue_pair_add(pairs, reply->element + 1 + QUEUE_JOB_FIELDS * i);
         if (pairs != NULL)
             queue_release(r->q, pairs, "connection closed", false);
         req_ok(r, NULL);
@@ -427,18 +427,17 @@ static void claim_cb(void *priv, int status, redisReply *reply)
     reply_key(&line, "jobs");
     reply_begin_array(&line);
     for (size_t i = 0; i < got; i++) {
-        redisReply **f = reply->element + 1 + 5 * i;
+        redisReply **f = reply->element + 1 + QUEUE_JOB_FIELDS * i;
         struct reply_job j;
         queue_job_view(r->q, f, deadline, &j);
         reply_job(&line, &j);
         client_hold(c, r->q, f[0]->str, f[0]->len, f[4]->str,
                     (uint64_t)request_int(r->root, "lease_ms", (json_int_t)c->srv->cfg->lease_ms),
                     NULL);
+        queue_leased(r->q, f[5]->integer);
     }
     reply_end_array(&line);
     reply_end(&line);
-    c->srv->count.claimed += got;
-    r->q->count.claimed += got;
     if (got > 0) /* reap on time if the worker lets these run out */
         queue_due_in(r->q,
                      (uint64_t)request_int(r->root, "lease_ms", (json_int_t)c->srv->cfg->lease_ms));
@@ -451,9 +450,9 @@ static void cmd_claim(struct req *r)
     cmd_num(count, sizeof(count), request_int(r->root, "count", 1));
     cmd_num(lease, sizeof(lease),
             request_int(r->root, "lease_ms", (json_int_t)req_server(r)->cfg->lease_ms));
-    const char *argv[] = {count, lease};
+    const char *argv[] = {count, lease, "1"}; /* "1": with each job's wait */
     bool flat = request_bool(r->root, "flat", false);
-    cmd_script(r, flat ? SCRIPT_CLAIM_FLAT : SCRIPT_CLAIM, 2, argv, claim_cb);
+    cmd_script(r, flat ? SCRIPT_CLAIM_FLAT : SCRIPT_CLAIM, 3, argv, claim_cb);
 }
 
 static const struct arg_spec stream_spec[] = {
@@ -520,7 +519,8 @@ static const char *status_word(int status, const redisReply *reply)
 }
 
 /* The lease is not ours any more (settled, stale, or the job is gone):
- * forget it, which returns a stream's credit. */
+ * forget it, which returns a stream's credit. A fail that took (the word
+ * is the job's new state) is a settle, timed into the run histogram. */
 static void forget(struct req *r, const char *word)
 {
     if (word == NULL || r->c->closing)
@@ -529,7 +529,7 @@ static void forget(struct req *r, const char *word)
         return; /* EARG and the like: the lease is still held */
     size_t jlen;
     const char *job = request_string(r->root, "job", &jlen);
-    client_unhold(r->c, r->q, job, jlen);
+    client_unhold(r->c, r->q, job, jlen, word[0] != 'E' && strcmp(r->cmd->name, "fail") == 0);
 }
 
 static void state_cb(void *priv, int status, redisReply *reply)

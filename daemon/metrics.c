@@ -183,22 +183,59 @@ static void render_groups(struct outbuf *o, const struct scrape *sc)
     }
 }
 
+/* One histogram's samples: the buckets, cumulative, up to +Inf, then the
+ * sum and the count. n holds nb + 1 counts per bucket (the last past the
+ * bounds); labels is "" or one label pair, written before le. */
+static void histogram(struct outbuf *o, const char *name, const char *labels,
+                      const uint64_t *bounds_us, size_t nb, const uint64_t *n, uint64_t count,
+                      uint64_t sum_us)
+{
+    const char *sep = labels[0] != '\0' ? "," : "";
+    uint64_t cum = 0;
+    for (size_t b = 0; b < nb; b++) {
+        cum += n[b];
+        put(o, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, (double)bounds_us[b] / 1e6,
+            (unsigned long long)cum);
+    }
+    put(o, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep, (unsigned long long)count);
+    const char *open = labels[0] != '\0' ? "{" : "", *close = labels[0] != '\0' ? "}" : "";
+    put(o, "%s_sum%s%s%s %.6f\n", name, open, labels, close, (double)sum_us / 1e6);
+    put(o, "%s_count%s%s%s %llu\n", name, open, labels, close, (unsigned long long)count);
+}
+
+/* The job latency histograms, one of each per queue this daemon knows. */
+static void render_latency(struct outbuf *o, const struct scrape *sc)
+{
+    static const char *const names[] = {"emqd_job_wait_seconds", "emqd_job_run_seconds"};
+    static const char *const help[] = {
+        "Time from a job becoming claimable (its enqueue; for a delayed or backed-off job, the "
+        "time it was due; for one put back by release, reap or fail with retry_ms 0, that "
+        "moment) to a lease of it that this daemon handed out, by queue. Redis clock, whole ms.",
+        "Time from this daemon handing a lease out to the holder settling it (complete, or "
+        "fail, on the connection the lease went to), by queue."};
+    char q[BRAND_QUEUE_MAX * 2 + 1], labels[sizeof(q) + 16];
+
+    for (size_t m = 0; m < 2; m++) {
+        family(o, names[m], "histogram", help[m]);
+        for (size_t i = 0; i < sc->nreads; i++) {
+            const struct queue_latency *l = &sc->reads[i].q->latency;
+            const struct hist *h = m == 0 ? &l->wait : &l->run;
+            snprintf(labels, sizeof(labels), "queue=\"%s\"",
+                     label(sc->reads[i].q->name, q, sizeof(q)));
+            histogram(o, names[m], labels, hist_bounds_us, HIST_BUCKETS, h->n, h->count, h->sum_us);
+        }
+    }
+}
+
 static void render_pool(struct outbuf *o, const struct scrape *sc)
 {
     struct pool_stats st;
-    uint64_t cum = 0;
 
     pool_stats(sc->srv->pool, &st);
     family(o, "emqd_backend_rtt_seconds", "histogram",
            "Round trips of backend calls that got an answer.");
-    for (size_t b = 0; b < POOL_RTT_BUCKETS; b++) {
-        cum += st.rtt_buckets[b];
-        put(o, "emqd_backend_rtt_seconds_bucket{le=\"%g\"} %llu\n",
-            (double)pool_rtt_bounds_us[b] / 1e6, (unsigned long long)cum);
-    }
-    put(o, "emqd_backend_rtt_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)st.rtt_count);
-    put(o, "emqd_backend_rtt_seconds_sum %.6f\n", (double)st.rtt_sum_us / 1e6);
-    put(o, "emqd_backend_rtt_seconds_count %llu\n", (unsigned long long)st.rtt_count);
+    histogram(o, "emqd_backend_rtt_seconds", "", pool_rtt_bounds_us, POOL_RTT_BUCKETS,
+              st.rtt_buckets, st.rtt_count, st.rtt_sum_us);
     scalar(o, "emqd_pool_connections", "gauge", "Backend connections ready now.",
            (uint64_t)st.connected);
     scalar(o, "emqd_pool_size", "gauge", "Backend connections configured.", (uint64_t)st.size);
@@ -244,6 +281,7 @@ static void render(struct outbuf *o, const struct scrape *sc)
     render_requests(o, s);
     render_jobs(o, sc);
     render_groups(o, sc);
+    render_latency(o, sc);
     render_pool(o, sc);
     scalar(o, "emqd_scrape_backend_errors", "gauge",
            "Backend reads of this scrape that failed (their gauges are missing).",

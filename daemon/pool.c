@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include "hist.h"
 #include "resp.h"
 
 /* ---- requests ------------------------------------------------------------ */
@@ -72,10 +73,7 @@ const uint64_t pool_rtt_bounds_us[POOL_RTT_BUCKETS] = {
 static void rtt_record(struct pool_stats *st, uint64_t sent_ns)
 {
     uint64_t us = (uv_hrtime() - sent_ns) / 1000;
-    size_t b = 0;
-    while (b < POOL_RTT_BUCKETS && us > pool_rtt_bounds_us[b])
-        b++;
-    st->rtt_buckets[b]++;
+    st->rtt_buckets[hist_bucket(pool_rtt_bounds_us, POOL_RTT_BUCKETS, us)]++;
     st->rtt_count++;
     st->rtt_sum_us += us;
 }

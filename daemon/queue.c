@@ -189,17 +189,23 @@ json_t *queue_pair_add(json_t *pairs, redisReply **f)
     return pairs;
 }
 
-/* Hand one leased job (five fields of a claim reply) to a waiter. The
- * stored payload text is spliced into the frame as it is (no re-parse on
- * the hot path): a stream gets a push now, a parked claim gathers the job
- * for its reply. */
-static void deliver(struct waiter *w, redisReply **f, long long deadline)
+void queue_leased(struct queue *q, long long wait_ms)
+{
+    q->srv->count.claimed++;
+    q->count.claimed++;
+    hist_record(&q->latency.wait, wait_ms > 0 ? (uint64_t)wait_ms * 1000 : 0);
+}
+
+/* Hand one leased job (the fields of a claim reply; it waited wait_ms) to
+ * a waiter. The stored payload text is spliced into the frame as it is
+ * (no re-parse on the hot path): a stream gets a push now, a parked claim
+ * gathers the job for its reply. */
+static void deliver(struct waiter *w, redisReply **f, long long deadline, long long wait_ms)
 {
     struct client *c = w->c;
     struct reply_job j;
     client_hold(c, w->q, f[0]->str, f[0]->len, f[4]->str, w->lease_ms, w->stream ? w : NULL);
-    c->srv->count.claimed++;
-    w->q->count.claimed++;
+    queue_leased(w->q, wait_ms);
     queue_job_view(w->q, f, deadline, &j);
     if (!w->stream) {
         reply_job(&w->jobs, &j);
@@ -213,12 +219,12 @@ static void deliver(struct waiter *w, redisReply **f, long long deadline)
     outbuf_deinit(&line);
 }
 
-/* Give one leased job (five fields of a claim reply) to the first waiter
- * of its kind that wants one, which then goes to the tail: one job each per
- * turn, so no worker is favoured. With no one left who asked, the job is
- * added to *orphans to be given straight back. */
+/* Give one leased job (the fields of a claim reply; it waited wait_ms) to
+ * the first waiter of its kind that wants one, which then goes to the
+ * tail: one job each per turn, so no worker is favoured. With no one left
+ * who asked, the job is added to *orphans to be given straight back. */
 static void hand_out(struct queue *q, bool flat, uint64_t lease_ms, redisReply **f,
-                     long long deadline, json_t **orphans)
+                     long long deadline, long long wait_ms, json_t **orphans)
 {
     struct waiter *w = q->wait_head;
     while (w != NULL && (w->flat != flat || w->lease_ms != lease_ms || wants(w) == 0))
@@ -231,7 +237,7 @@ static void hand_out(struct queue *q, bool flat, uint64_t lease_ms, redisReply *
      * releases its leases, this job's included: w must not be used. */
     struct client *c = w->c;
     client_ref(c);
-    deliver(w, f, deadline);
+    deliver(w, f, deadline, wait_ms);
     bool gone = c->closing;
     client_unref(c);
     if (gone)
@@ -288,10 +294,12 @@ static void pump_cb(void *priv, int status, redisReply *reply)
         return;
     }
     long long deadline = reply->element[0]->integer;
-    size_t got = (reply->elements - 1) / 5;
+    size_t got = (reply->elements - 1) / QUEUE_JOB_FIELDS;
     json_t *orphans = NULL;
-    for (size_t i = 0; i < got; i++)
-        hand_out(q, flat, lease_ms, reply->element + 1 + 5 * i, deadline, &orphans);
+    for (size_t i = 0; i < got; i++) {
+        redisReply **f = reply->element + 1 + QUEUE_JOB_FIELDS * i;
+        hand_out(q, flat, lease_ms, f, deadline, f[5]->integer, &orphans);
+    }
     handed_out(q, got, lease_ms, orphans);
     if (got == asked || q->again[flat]) {
         q->again[flat] = false;
@@ -342,7 +350,7 @@ void queue_handoff_end(struct queue *q, bool flat, uint64_t lease_ms, redisReply
     /* Not handed off: the job was queued as usual, and its wake pumps. */
     if (reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == 7) {
         json_t *orphans = NULL;
-        hand_out(q, flat, lease_ms, reply->element + 2, reply->element[1]->integer, &orphans);
+        hand_out(q, flat, lease_ms, reply->element + 2, reply->element[1]->integer, 0, &orphans);
         handed_out(q, 1, lease_ms, orphans);
     }
     if (q->handoffs[flat] == 0 && q->again[flat]) {
@@ -376,10 +384,10 @@ void queue_pump(struct queue *q, bool flat)
     char ns[24], ls[24];
     snprintf(ns, sizeof(ns), "%zu", n);
     snprintf(ls, sizeof(ls), "%llu", (unsigned long long)lease_ms);
-    const char *argv[] = {ns, ls};
+    const char *argv[] = {ns, ls, "1"}; /* "1": with each job's wait */
     q->claiming[flat] = true;
     q->again[flat] = false;
-    if (queue_script(q, flat ? SCRIPT_CLAIM_FLAT : SCRIPT_CLAIM, 2, argv, pump_cb, p) != 0) {
+    if (queue_script(q, flat ? SCRIPT_CLAIM_FLAT : SCRIPT_CLAIM, 3, argv, pump_cb, p) != 0) {
         q->claiming[flat] = false;
         free(p);
     }
@@ -529,10 +537,11 @@ static void complete_cb(void *priv, int status, redisReply *reply)
         const char *st = reply->element[i]->str;
         size_t jlen;
         const char *job = request_string(r->root, "job", &jlen);
+        bool completed = strcmp(st, "completed") == 0;
         /* Completed, stale or gone: either way the lease is not ours. */
         if (!r->c->closing)
-            client_unhold(r->c, b->q, job, jlen);
-        if (strcmp(st, "completed") == 0) {
+            client_unhold(r->c, b->q, job, jlen, completed);
+        if (completed) {
             r->c->srv->count.completed++;
             b->q->count.completed++;
             req_ok_string(r, "state", "completed");

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "errors.h"
 #include "frame.h"
+#include "hist.h"
 #include "keys.h"
 #include "map.h"
 #include "mint.h"
@@ -46,6 +47,15 @@ struct server_results {
 /* Jobs of one queue, counted as this daemon saw them move. */
 struct queue_counters {
     uint64_t enqueued, claimed, completed, failed, dead, reaped;
+};
+
+/* How long the jobs of one queue took, as this daemon saw them: wait, from
+ * becoming claimable to each lease it handed out (the lease script's
+ * wait_ms, on the Redis clock), and run, from handing a lease out to its
+ * holder settling it (complete or fail on the connection it went to, on
+ * this daemon's monotonic clock). */
+struct queue_latency {
+    struct hist wait, run;
 };
 
 /* The daemon. */
@@ -200,6 +210,7 @@ struct lease {
     struct waiter *stream; /* the stream it was pushed on, or NULL */
     char lease[24];
     uint64_t expires;                             /* uv_now() after which Redis may reap it */
+    uint64_t since_ns;                            /* uv_hrtime() when it was handed out */
     char key[BRAND_QUEUE_MAX + BRAND_ID_MAX + 2]; /* "queue job" */
     size_t klen;
 };
@@ -211,8 +222,9 @@ void client_extend(struct client *c, struct queue *q, const char *job, size_t jl
 /* Forget leases whose time has run out (now: uv_now). */
 void client_sweep(struct client *c, uint64_t now);
 /* The job is settled (or its lease is no longer ours): forget it, returning
- * a stream's credit. */
-void client_unhold(struct client *c, struct queue *q, const char *job, size_t jlen);
+ * a stream's credit. settled: the holder completed or failed it, so the
+ * time it was held goes into the queue's run histogram. */
+void client_unhold(struct client *c, struct queue *q, const char *job, size_t jlen, bool settled);
 
 /* A consumer parked on a queue: a claim with wait_ms, or a stream. */
 struct waiter {
@@ -254,6 +266,7 @@ struct queue {
     struct queue *batch_next;
     bool batched;
     struct queue_counters count;
+    struct queue_latency latency;
 };
 
 void queue_free(struct queue *q);
@@ -286,9 +299,17 @@ void queue_flush_all(struct server *s);
  * attempt is given back and no error recorded. */
 void queue_release(struct queue *q, json_t *pairs, const char *reason, bool delivered);
 
-/* The leased-job view of a claim reply's five fields (strings borrowed
- * from the reply), for the encoders in reply.h. */
+/* Fields per job of the claim replies emqd asks for: id, group, payload,
+ * attempt, token, and wait_ms (lua/claim.lua with ARGV[4] '1'). A hand-off
+ * (lua/enqueue.lua) answers the first five only; its job waited 0 ms. */
+#define QUEUE_JOB_FIELDS 6
+
+/* The leased-job view of a claim reply's first five fields (strings
+ * borrowed from the reply), for the encoders in reply.h. */
 void queue_job_view(const struct queue *q, redisReply **f, long long deadline, struct reply_job *j);
+/* One job was leased to a consumer of this daemon: count it as claimed
+ * and record its wait (wait_ms, from the lease script). */
+void queue_leased(struct queue *q, long long wait_ms);
 /* Append a claim reply's (job, lease) to release pairs (made if NULL). */
 json_t *queue_pair_add(json_t *pairs, redisReply **f);
 

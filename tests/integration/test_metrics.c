@@ -1,9 +1,14 @@
 /* Integration: what the metrics endpoint counts. The pool's reconnect
  * counter counts connections back after a loss, not the start-up connect
  * however many tries it takes; the process_* families describe the emqd
- * process as procfs sees it. Every wait below polls the endpoint (or the
- * event itself) against a generous deadline; nothing asserts how long
- * anything took. */
+ * process as procfs sees it; the job wait and run histograms count every
+ * lease handed out and every settle by a lease's holder, per queue, and
+ * the wait runs from when the job became claimable. The tests wait for
+ * events by polling the endpoint (or the event itself) against generous
+ * deadlines; nothing asserts how long anything took (the wait sums are
+ * checked against the Redis-clock times the daemon itself reports). */
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,4 +206,261 @@ Test(metrics, process_families_describe_the_emqd_process)
     cr_assert_geq(scrape_value(body, "process_cpu_seconds_total"), cpu, "a counter");
     for (int i = 0; i < 10; i++)
         tc_close(c[i]);
+}
+
+/* --- job latency histograms ---------------------------------------------- */
+
+/* The histogram name of queue: its buckets, read in order, are cumulative
+ * and end at +Inf with the count, which must be want. Its sum, in seconds. */
+static double hist_check(const char *body, const char *name, const char *queue, double want)
+{
+    char prefix[128], series[128];
+    snprintf(prefix, sizeof(prefix), "%s_bucket{queue=\"%s\",le=\"", name, queue);
+    double last = 0;
+    int buckets = 0;
+    bool inf = false;
+    for (const char *p = strstr(body, prefix); p != NULL; p = strstr(p + 1, prefix)) {
+        const char *v = strstr(p, "} ");
+        cr_assert_not_null(v);
+        double n = strtod(v + 2, NULL);
+        cr_assert_geq(n, last, "%s{queue=%s}: buckets are cumulative", name, queue);
+        last = n;
+        buckets++;
+        inf = strncmp(p + strlen(prefix), "+Inf\"", 5) == 0;
+    }
+    cr_assert_gt(buckets, 1, "no buckets of %s for %s in:\n%s", name, queue, body);
+    cr_assert(inf, "%s{queue=%s}: the last bucket is +Inf", name, queue);
+    snprintf(series, sizeof(series), "%s_count{queue=\"%s\"}", name, queue);
+    double count = scrape_value(body, series);
+    cr_assert_eq(count, last, "%s: +Inf is the count", series);
+    cr_assert_eq(count, want, "%s is %.0f, not %.0f", series, count, want);
+    snprintf(series, sizeof(series), "%s_sum{queue=\"%s\"}", name, queue);
+    double sum = scrape_value(body, series);
+    cr_assert(!isnan(sum) && sum >= 0, "%s", series);
+    return sum;
+}
+
+/* Enqueue job into queue (extra: more arguments, each after a comma). */
+static void enqueue(struct tc_conn *c, const char *queue, const char *job, const char *extra)
+{
+    json_t *r = tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"%s\",\"job\":\"%s\",\"payload\":1%s}",
+                        queue, job, extra);
+    assert_ok(r);
+    cr_assert_str_eq(jstr(r, "verdict"), "enqueued");
+    json_decref(r);
+}
+
+/* Claim up to count jobs on a lease of 60000 ms (extra: more arguments);
+ * the reply's jobs array, which lives as long as *reply (the caller's). */
+static json_t *claim(struct tc_conn *c, const char *queue, int count, const char *extra,
+                     json_t **reply)
+{
+    *reply = tc_call(c, "{\"op\":\"claim\",\"queue\":\"%s\",\"count\":%d,\"lease_ms\":60000%s}",
+                     queue, count, extra);
+    return claim_jobs(*reply);
+}
+
+/* Settle a job with op (complete, fail, release; extra: more arguments),
+ * asserting the job's new state is want. */
+static void settle(struct tc_conn *c, const char *op, const char *queue, const json_t *job,
+                   const char *extra, const char *want)
+{
+    json_t *r = tc_call(c, "{\"op\":\"%s\",\"queue\":\"%s\",\"job\":\"%s\",\"lease\":\"%s\"%s}", op,
+                        queue, jstr(job, "job"), jstr(job, "lease"), extra);
+    assert_ok(r);
+    cr_assert_str_eq(jstr(r, "state"), want, "%s: %s", op, jstr(job, "job"));
+    json_decref(r);
+}
+
+/* On a streaming connection, pushes may come before a reply: send one
+ * request (printf-style) and return its reply, keeping the pushes read on
+ * the way in pushes (an array). */
+static json_t *stream_call(struct tc_conn *c, json_t *pushes, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static json_t *stream_call(struct tc_conn *c, json_t *pushes, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    cr_assert_eq(tc_send_line(c, line), 0);
+    for (;;) {
+        json_t *r = tc_read(c, 10000);
+        cr_assert_not_null(r, "no reply to %s", line);
+        if (json_object_get(r, "push") == NULL)
+            return r;
+        json_array_append_new(pushes, r);
+    }
+}
+
+/* The next push on a streaming connection: one kept by stream_call, or
+ * the next line read (10 s at most). */
+static json_t *next_push(struct tc_conn *c, json_t *pushes)
+{
+    json_t *push = json_incref(json_array_get(pushes, 0));
+    if (push != NULL)
+        json_array_remove(pushes, 0);
+    else
+        push = tc_read(c, 10000);
+    cr_assert(push != NULL && json_object_get(push, "push") != NULL, "no push");
+    return push;
+}
+
+/* One integer field of a job's row (the job op). */
+static long long row_field(struct tc_conn *c, const char *queue, const char *job, const char *k)
+{
+    json_t *r = tc_call(c, "{\"op\":\"job\",\"queue\":\"%s\",\"job\":\"%s\"}", queue, job);
+    assert_ok(r);
+    json_t *v = json_object_get(json_object_get(r, "job"), k);
+    cr_assert(json_is_integer(v), "%s has no %s", job, k);
+    long long n = json_integer_value(v);
+    json_decref(r);
+    return n;
+}
+
+/* Claim one job of queue hq on claimer and settle it on settler (see
+ * settle). */
+static void claim_settle(struct tc_conn *claimer, struct tc_conn *settler, const char *op,
+                         const char *extra, const char *want)
+{
+    json_t *r, *jobs = claim(claimer, "hq", 1, "", &r);
+    cr_assert_eq(json_array_size(jobs), 1, "nothing to claim");
+    settle(settler, op, "hq", json_array_get(jobs, 0), extra, want);
+    json_decref(r);
+}
+
+/* Every lease the daemon hands out (claim replies, parked claims, stream
+ * pushes) is one wait; every complete or fail by the lease's holder is one
+ * run; a release, or a complete sent on another connection, is not. */
+Test(metrics, job_histograms_count_every_lease_and_settle)
+{
+    start(NULL);
+    struct tc_conn *p = fx_conn(), *w = fx_conn(), *c = fx_conn(), *other = fx_conn();
+    char id[32];
+
+    /* 12 flat jobs pushed to a stream (hand-offs or claims, as it falls). */
+    json_t *r = tc_call(w, "{\"op\":\"stream\",\"queue\":\"hq\",\"credit\":4,\"flat\":true,"
+                           "\"lease_ms\":60000}");
+    assert_ok(r);
+    json_decref(r);
+    for (int i = 0; i < 12; i++) {
+        snprintf(id, sizeof(id), "JOBflat%02d", i);
+        enqueue(p, "hq", id, "");
+    }
+    json_t *pushes = json_array();
+    for (int i = 0; i < 12; i++) {
+        json_t *push = next_push(w, pushes);
+        r = stream_call(w, pushes,
+                        "{\"op\":\"complete\",\"queue\":\"hq\",\"job\":\"%s\",\"lease\":\"%s\"}",
+                        jstr(push, "job"), jstr(push, "lease"));
+        assert_ok(r);
+        json_decref(r);
+        json_decref(push);
+    }
+    cr_assert_eq(json_array_size(pushes), 0, "12 jobs, 12 pushes");
+    json_decref(pushes);
+
+    /* 12 grouped jobs claimed four at a time. */
+    for (int i = 0; i < 12; i++) {
+        snprintf(id, sizeof(id), "JOBgrp%02d", i);
+        enqueue(p, "hq", id, i % 2 ? ",\"group\":\"TENa\"" : ",\"group\":\"TENb\"");
+    }
+    for (int got = 0; got < 12;) {
+        json_t *jobs = claim(c, "hq", 4, "", &r);
+        cr_assert_gt(json_array_size(jobs), 0, "claimed %d of 12", got);
+        for (size_t i = 0; i < json_array_size(jobs); i++, got++)
+            settle(c, "complete", "hq", json_array_get(jobs, i), "", "completed");
+        json_decref(r);
+    }
+
+    /* Failed and leased again: two leases, two settles. Released, then
+     * leased again: two leases, one settle. Completed by a connection that
+     * does not hold it: one lease, no settle by the holder. */
+    enqueue(p, "hq", "JOBfail", ",\"group\":\"TENc\"");
+    claim_settle(c, c, "fail", ",\"retry_ms\":0", "pending");
+    claim_settle(c, c, "complete", "", "completed");
+    enqueue(p, "hq", "JOBrelease", ",\"group\":\"TENc\"");
+    claim_settle(c, c, "release", "", "pending");
+    claim_settle(c, c, "complete", "", "completed");
+    enqueue(p, "hq", "JOBother", ",\"group\":\"TENc\"");
+    claim_settle(c, other, "complete", "", "completed");
+
+    char *body = scrape();
+    hist_check(body, "emqd_job_wait_seconds", "hq", 12 + 12 + 2 + 2 + 1);
+    hist_check(body, "emqd_job_run_seconds", "hq", 12 + 12 + 2 + 1);
+    cr_assert_eq(scrape_value(body, "emqd_jobs_total{queue=\"hq\",event=\"claimed\"}"), 29,
+                 "a wait per lease counted as claimed");
+    scrape_promtool(body);
+    tc_close(p);
+    tc_close(w);
+    tc_close(c);
+    tc_close(other);
+}
+
+/* A job's wait runs from when it became claimable: its enqueue, the time
+ * it was due when delayed, the moment a fail with retry_ms 0 put it back.
+ * The lease's own time is its lease_until less the lease asked for (both
+ * on the Redis clock), so the histogram's sum is known to the ms. */
+Test(metrics, job_wait_is_measured_from_when_the_job_became_claimable)
+{
+    start(NULL);
+    struct tc_conn *c = fx_conn();
+    json_t *r;
+
+    enqueue(c, "wq", "JOBw1", ",\"group\":\"TENa\"");
+    long long created = row_field(c, "wq", "JOBw1", "created_ms");
+    json_t *jobs = claim(c, "wq", 1, "", &r);
+    long long wait1 = jint(json_array_get(jobs, 0), "lease_until") - 60000 - created;
+    settle(c, "fail", "wq", json_array_get(jobs, 0), ",\"retry_ms\":0", "pending");
+    json_decref(r);
+    long long ready = row_field(c, "wq", "JOBw1", "ready_ms");
+    cr_assert_geq(ready, created + wait1, "put back after its lease began");
+    jobs = claim(c, "wq", 1, "", &r);
+    long long wait2 = jint(json_array_get(jobs, 0), "lease_until") - 60000 - ready;
+    settle(c, "complete", "wq", json_array_get(jobs, 0), "", "completed");
+    json_decref(r);
+
+    /* Delayed: claimable from its due time, not from its enqueue. The
+     * claim parks until the job is promoted. */
+    enqueue(c, "wq", "JOBw2", ",\"group\":\"TENa\",\"delay_ms\":300");
+    jobs = claim(c, "wq", 1, ",\"wait_ms\":30000", &r);
+    cr_assert_eq(json_array_size(jobs), 1, "the delayed job came due");
+    created = row_field(c, "wq", "JOBw2", "created_ms");
+    ready = row_field(c, "wq", "JOBw2", "ready_ms");
+    cr_assert_eq(ready, created + 300, "claimable when it was due");
+    long long wait3 = jint(json_array_get(jobs, 0), "lease_until") - 60000 - ready;
+    json_decref(r);
+
+    double sum = hist_check(scrape(), "emqd_job_wait_seconds", "wq", 3);
+    cr_assert_geq(wait1, 0);
+    cr_assert_geq(wait2, 0);
+    cr_assert_geq(wait3, 0);
+    cr_assert_float_eq(sum, (double)(wait1 + wait2 + wait3) / 1000, 1e-9,
+                       "waits %lld + %lld + %lld ms", wait1, wait2, wait3);
+    tc_close(c);
+}
+
+/* A job handed to a parked stream as it is enqueued (or claimed for it
+ * right after) waited from its enqueue to that lease, as any other. */
+Test(metrics, a_pushed_job_waits_from_its_enqueue)
+{
+    start(NULL);
+    struct tc_conn *p = fx_conn(), *w = fx_conn();
+    json_t *r = tc_call(w, "{\"op\":\"stream\",\"queue\":\"ho\",\"credit\":1,\"lease_ms\":60000}");
+    assert_ok(r);
+    json_decref(r);
+    enqueue(p, "ho", "JOBh1", ",\"group\":\"TENa\"");
+    json_t *push = tc_read(w, 10000);
+    cr_assert_not_null(push, "no push");
+    long long wait = jint(push, "lease_until") - 60000 - row_field(p, "ho", "JOBh1", "created_ms");
+    settle(w, "complete", "ho", push, "", "completed");
+    json_decref(push);
+    char *body = scrape();
+    double sum = hist_check(body, "emqd_job_wait_seconds", "ho", 1);
+    cr_assert_float_eq(sum, (double)wait / 1000, 1e-9, "waited %lld ms", wait);
+    hist_check(body, "emqd_job_run_seconds", "ho", 1);
+    tc_close(p);
+    tc_close(w);
 }

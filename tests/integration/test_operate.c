@@ -367,6 +367,8 @@ Test(operate, metrics_endpoint_counts_and_passes_promtool)
         "emqd_backend_rtt_seconds_count ",
         "emqd_pool_size 4\n",
         "emqd_pool_connections ",
+        "emqd_job_wait_seconds_count{queue=\"mq\"} 1\n",
+        "emqd_job_run_seconds_count{queue=\"mq\"} 1\n",
         "process_open_fds ",
         "process_start_time_seconds ",
     };
