@@ -58,16 +58,24 @@ static char *scrape(void)
     return scrape_body(resp);
 }
 
-/* Scrape until series is at least min, for up to timeout_ms; its last
- * value (NAN if it never appeared). */
+/* Milliseconds on a monotonic clock. */
+static long long mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Scrape until series is at least min, for up to timeout_ms (a hang
+ * guard, not a measure); its last value (NAN if it never appeared). */
 static double await_at_least(const char *series, double min, int timeout_ms)
 {
-    long long end = tc_now_ms() + timeout_ms;
+    long long end = mono_ms() + timeout_ms;
     double v;
     while ((v = scrape_value(scrape(), series)) < min || isnan(v)) {
-        if (tc_now_ms() > end)
+        if (mono_ms() > end)
             break;
-        tc_sleep_ms(20); /* between polls, not a wait for the event */
+        poll(NULL, 0, 20); /* the pause between two polls, not a wait for the event */
     }
     return v;
 }
