@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,19 +19,16 @@
 #include <unistd.h>
 
 #include "redis_server.h"
+#include "wait.h"
 
 long long tc_now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return wait_now_ms();
 }
 
 void tc_sleep_ms(long ms)
 {
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
+    wait_sleep_ms(ms);
 }
 
 static int tcp_connect(int port)
@@ -49,6 +47,18 @@ static int tcp_connect(int port)
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     return fd;
+}
+
+/* True once the child exited (p->pid is then 0) or accepts on p->port. */
+static bool started_or_gone(struct emqd_proc *p)
+{
+    if (test_reaped(&p->pid, NULL))
+        return true;
+    int fd = tcp_connect(p->port);
+    if (fd < 0)
+        return false;
+    close(fd);
+    return true;
 }
 
 /* Start emqd on p->port (already chosen). */
@@ -86,21 +96,11 @@ static int start_on_port(struct emqd_proc *p, int redis_port, const char *const 
         execv(bin, (char *const *)argv);
         _exit(127);
     }
-    for (int i = 0; i < 500; i++) {
-        int status;
-        if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
-            p->pid = 0;
-            return -ECHILD;
-        }
-        int fd = tcp_connect(p->port);
-        if (fd >= 0) {
-            close(fd);
-            return 0;
-        }
-        tc_sleep_ms(10);
+    if (!wait_for(started_or_gone(p))) {
+        emqd_kill(p);
+        return -ETIMEDOUT;
     }
-    emqd_kill(p);
-    return -ETIMEDOUT;
+    return p->pid > 0 ? 0 : -ECHILD;
 }
 
 int emqd_start(struct emqd_proc *p, int redis_port, const char *const *extra)
@@ -150,17 +150,13 @@ int emqd_stop(struct emqd_proc *p)
     if (p->pid <= 0)
         return -1;
     kill(p->pid, SIGTERM);
-    for (int i = 0; i < 1000; i++) {
-        if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
-            p->pid = 0;
-            if (WIFEXITED(status))
-                return WEXITSTATUS(status);
-            return 128 + WTERMSIG(status);
-        }
-        tc_sleep_ms(10);
+    if (!wait_for_ms(10000, test_reaped(&p->pid, &status))) {
+        emqd_kill(p);
+        return -1;
     }
-    emqd_kill(p);
-    return -1;
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    return 128 + WTERMSIG(status);
 }
 
 void emqd_kill(struct emqd_proc *p)
@@ -221,14 +217,14 @@ int tc_send_line(struct tc_conn *c, const char *line)
  * and -2 on EOF or error. */
 static long fill_line(struct tc_conn *c, int timeout_ms)
 {
-    long long deadline = tc_now_ms() + timeout_ms;
+    long long deadline = wait_now_ms() + timeout_ms;
     for (;;) {
         char *nl = memchr(c->buf, '\n', c->len);
         if (nl != NULL)
             return nl - c->buf;
         if (c->len == sizeof(c->buf))
             return -2;
-        long long left = deadline - tc_now_ms();
+        long long left = deadline - wait_now_ms();
         if (left <= 0)
             return -1;
         struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
@@ -283,7 +279,7 @@ json_t *tc_call(struct tc_conn *c, const char *fmt, ...)
     int rc = tc_send_line(c, line);
     if (line != stack)
         free(line);
-    return rc == 0 ? tc_read(c, 5000) : NULL;
+    return rc == 0 ? tc_read(c, wait_deadline_ms(0)) : NULL;
 }
 
 const char *tc_error(const json_t *reply)
@@ -297,19 +293,21 @@ int tc_ok(const json_t *reply)
     return json_is_true(json_object_get(reply, "ok"));
 }
 
+/* True if a depth call on c answers ok. */
+static bool backend_answers(struct tc_conn *c)
+{
+    json_t *r = tc_call(c, "{\"op\":\"depth\",\"queue\":\"emq-test-ready\"}");
+    bool ok = tc_ok(r);
+    json_decref(r);
+    return ok;
+}
+
 int emqd_await_backend(struct emqd_proc *p)
 {
     struct tc_conn *c = tc_connect(p->port);
     if (c == NULL)
         return -ECONNREFUSED;
-    int ok = 0;
-    for (long long t0 = tc_now_ms(); !ok && tc_now_ms() - t0 < 5000;) {
-        json_t *r = tc_call(c, "{\"op\":\"depth\",\"queue\":\"emq-test-ready\"}");
-        ok = tc_ok(r);
-        json_decref(r);
-        if (!ok)
-            tc_sleep_ms(20);
-    }
+    bool ok = wait_for(backend_answers(c));
     tc_close(c);
     return ok ? 0 : -ETIMEDOUT;
 }

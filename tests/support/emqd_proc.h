@@ -3,6 +3,7 @@
 #ifndef EMQ_TEST_EMQD_PROC_H
 #define EMQ_TEST_EMQD_PROC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -33,12 +34,12 @@ void emqd_rss_shows_live_memory(void);
 /* Its resident memory (VmRSS) in KiB, or -1. */
 long emqd_rss_kb(const struct emqd_proc *p);
 
-/* Wait (up to 5 s) until a backend op (depth) answers ok: emqd accepts
- * connections before its Redis pool is connected. 0 or -ETIMEDOUT. */
+/* Wait until a backend op (depth) answers ok: emqd accepts connections
+ * before its Redis pool is connected. 0 or -ETIMEDOUT. */
 int emqd_await_backend(struct emqd_proc *p);
 
 /* SIGTERM it and reap it: its wait status as an exit code (128+signal if it
- * died of a signal, -1 if it had to be SIGKILLed after 10 s). */
+ * died of a signal, -1 if it had to be SIGKILLed at the deadline). */
 int emqd_stop(struct emqd_proc *p);
 
 /* SIGKILL it and reap it (safe to call when already stopped). */
@@ -69,7 +70,8 @@ json_t *tc_read(struct tc_conn *c, int timeout_ms);
 /* True if the peer closed the connection within timeout_ms (no more lines). */
 int tc_read_eof(struct tc_conn *c, int timeout_ms);
 
-/* Send one request (printf-style JSON text) and read its reply (5 s).
+/* Send one request (printf-style JSON text) and read its reply (within
+ * wait_deadline_ms(0): a reply that does not come is a hang).
  * Caller owns the result; NULL on timeout. */
 json_t *tc_call(struct tc_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -79,10 +81,9 @@ const char *tc_error(const json_t *reply);
 /* True if reply is {"ok":true,...}. */
 int tc_ok(const json_t *reply);
 
-/* Milliseconds on a monotonic clock. */
+/* wait_now_ms and wait_sleep_ms under their old names, for the tests
+ * that still call them. */
 long long tc_now_ms(void);
-
-/* Sleep ms milliseconds. */
 void tc_sleep_ms(long ms);
 
 #endif

@@ -3,6 +3,7 @@
 #ifndef EMQ_TEST_REDIS_SERVER_H
 #define EMQ_TEST_REDIS_SERVER_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include <hiredis/hiredis.h>
@@ -30,6 +31,10 @@ void redis_server_stop(struct redis_server *rs);
 
 /* A new blocking connection to it, or NULL. */
 redisContext *redis_server_connect(const struct redis_server *rs);
+
+/* True if the child *pid has exited: it is reaped, its wait status goes
+ * into *status (may be NULL) and *pid becomes 0. Never blocks. */
+bool test_reaped(pid_t *pid, int *status);
 
 /* A free TCP port on 127.0.0.1 (the kernel picks it). */
 int test_free_port(void);
