@@ -2,10 +2,14 @@
 #ifndef EMQ_TEST_INTEGRATION_FIXTURE_H
 #define EMQ_TEST_INTEGRATION_FIXTURE_H
 
+#include <stdbool.h>
+#include <string.h>
+
 #include <criterion/criterion.h>
 
 #include "emqd_proc.h"
 #include "redis_server.h"
+#include "wait.h"
 
 /* The per-test redis and daemon(s); each test process has its own copy. */
 static struct redis_server fx_redis;
@@ -27,6 +31,7 @@ static inline void fx_setup(void)
 static inline void fx_teardown(void)
 {
     emqd_kill(&fx_emqd);
+    emqd_log_remove(&fx_emqd);
     if (fx_redis.pid > 0)
         redis_server_stop(&fx_redis);
 }
@@ -87,6 +92,36 @@ static inline long long fx_stat(struct tc_conn *c, const char *queue, const char
     long long v = jint(r, field);
     json_decref(r);
     return v;
+}
+
+/* Wait until the daemon p has no backend call out (emqd_quiet): what a
+ * client sent before is handled, and the claims made for parked consumers
+ * are back, so a consumer is parked (or served) and nothing is on its way
+ * to it. */
+static inline void fx_await_quiet(const struct emqd_proc *p)
+{
+    await(emqd_quiet(p), "emqd on port %d to have no backend call out", p->port);
+}
+
+/* Assert that nothing is pushed to c now that the daemon is quiet: pushes
+ * and replies share the connection in the order the daemon writes them,
+ * so a push on its way comes before the reply to a ping sent after the
+ * daemon went quiet. what names the push that must not come. */
+static inline void assert_nothing_pushed(struct tc_conn *c, const char *what)
+{
+    fx_await_quiet(&fx_emqd);
+    cr_assert_eq(tc_send_line(c, "{\"op\":\"ping\",\"ref\":\"barrier\"}"), 0);
+    for (;;) {
+        json_t *f = tc_read(c, wait_deadline_ms(0));
+        cr_assert_not_null(f, "no reply to the barrier ping");
+        bool push = json_object_get(f, "push") != NULL;
+        bool barrier = json_is_string(json_object_get(f, "ref")) &&
+                       strcmp(json_string_value(json_object_get(f, "ref")), "barrier") == 0;
+        json_decref(f);
+        cr_assert_not(push, "%s", what);
+        if (barrier)
+            return;
+    }
 }
 
 /* The claimed jobs of a claim reply (asserting it is ok). */

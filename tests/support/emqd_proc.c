@@ -49,6 +49,15 @@ static int tcp_connect(int port)
     return fd;
 }
 
+/* True if extra names the option opt. */
+static bool has_option(const char *const *extra, const char *opt)
+{
+    for (; extra != NULL && *extra != NULL; extra++)
+        if (strcmp(*extra, opt) == 0)
+            return true;
+    return false;
+}
+
 /* True once the child exited (p->pid is then 0) or accepts on p->port. */
 static bool started_or_gone(struct emqd_proc *p)
 {
@@ -61,11 +70,12 @@ static bool started_or_gone(struct emqd_proc *p)
     return true;
 }
 
-/* Start emqd on p->port (already chosen). */
+/* Start emqd on p->port (already chosen), serving /metrics on
+ * p->metrics_port unless extra chose its own --metrics. */
 static int start_on_port(struct emqd_proc *p, int redis_port, const char *const *extra)
 {
     const char *bin = getenv("EMQD");
-    char redis[64], listen[64];
+    char redis[64], listen[64], metrics[64];
     const char *argv[64];
     int n = 0;
 
@@ -80,6 +90,13 @@ static int start_on_port(struct emqd_proc *p, int redis_port, const char *const 
     }
     argv[n++] = "--listen";
     argv[n++] = listen;
+    if (has_option(extra, "--metrics"))
+        p->metrics_port = 0;
+    else if (p->metrics_port > 0) {
+        snprintf(metrics, sizeof(metrics), "127.0.0.1:%d", p->metrics_port);
+        argv[n++] = "--metrics";
+        argv[n++] = metrics;
+    }
     for (; extra != NULL && *extra != NULL && n < 62; extra++)
         argv[n++] = *extra;
     argv[n] = NULL;
@@ -93,6 +110,9 @@ static int start_on_port(struct emqd_proc *p, int redis_port, const char *const 
         int devnull = open("/dev/null", O_RDWR);
         if (devnull >= 0)
             dup2(devnull, STDIN_FILENO);
+        int log = p->log[0] ? open(p->log, O_WRONLY | O_CREAT | O_APPEND, 0600) : -1;
+        if (log >= 0)
+            dup2(log, STDERR_FILENO);
         execv(bin, (char *const *)argv);
         _exit(127);
     }
@@ -106,7 +126,8 @@ static int start_on_port(struct emqd_proc *p, int redis_port, const char *const 
 int emqd_start(struct emqd_proc *p, int redis_port, const char *const *extra)
 {
     p->port = test_free_port();
-    if (p->port < 0)
+    p->metrics_port = test_free_port();
+    if (p->port < 0 || p->metrics_port < 0)
         return -EADDRNOTAVAIL;
     return start_on_port(p, redis_port, extra);
 }
@@ -116,6 +137,37 @@ int emqd_restart(struct emqd_proc *p, int redis_port, const char *const *extra)
     if (p->pid > 0 || p->port <= 0)
         return -EINVAL;
     return start_on_port(p, redis_port, extra);
+}
+
+int emqd_log_to_file(struct emqd_proc *p)
+{
+    snprintf(p->log, sizeof(p->log), "/tmp/emq-emqd-log-XXXXXX");
+    int fd = mkstemp(p->log);
+    if (fd < 0) {
+        p->log[0] = '\0';
+        return -errno;
+    }
+    close(fd);
+    return 0;
+}
+
+bool emqd_log_has(const struct emqd_proc *p, const char *needle)
+{
+    static char text[1 << 20];
+    FILE *f = p->log[0] ? fopen(p->log, "r") : NULL;
+    if (f == NULL)
+        return false;
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    return strstr(text, needle) != NULL;
+}
+
+void emqd_log_remove(struct emqd_proc *p)
+{
+    if (p->log[0])
+        unlink(p->log);
+    p->log[0] = '\0';
 }
 
 void emqd_rss_shows_live_memory(void)
@@ -310,4 +362,42 @@ int emqd_await_backend(struct emqd_proc *p)
     bool ok = wait_for(backend_answers(c));
     tc_close(c);
     return ok ? 0 : -ETIMEDOUT;
+}
+
+long long emqd_metric(const struct emqd_proc *p, const char *series)
+{
+    static char resp[1 << 20];
+    if (p->metrics_port <= 0)
+        return -1;
+    int fd = tcp_connect(p->metrics_port);
+    if (fd < 0)
+        return -1;
+    static const char get[] = "GET /metrics HTTP/1.1\r\nHost: emq-test\r\n\r\n";
+    size_t len = 0;
+    if (send(fd, get, sizeof(get) - 1, MSG_NOSIGNAL) == (ssize_t)sizeof(get) - 1) {
+        /* One answer per connection, then the daemon closes it. */
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        while (len + 1 < sizeof(resp) && poll(&pfd, 1, wait_deadline_ms(0)) == 1) {
+            ssize_t r = recv(fd, resp + len, sizeof(resp) - 1 - len, 0);
+            if (r <= 0)
+                break;
+            len += (size_t)r;
+        }
+    }
+    close(fd);
+    resp[len] = '\0';
+    if (strncmp(resp, "HTTP/1.1 200", 12) != 0)
+        return -1;
+    size_t n = strlen(series);
+    for (const char *line = strstr(resp, "\r\n\r\n"); line != NULL; line = strchr(line, '\n')) {
+        line++;
+        if (strncmp(line, series, n) == 0 && line[n] == ' ')
+            return atoll(line + n + 1);
+    }
+    return -1;
+}
+
+bool emqd_quiet(const struct emqd_proc *p)
+{
+    return emqd_metric(p, "emqd_pool_inflight") == 0;
 }

@@ -182,3 +182,35 @@ redisContext *redis_server_connect(const struct redis_server *rs)
     }
     return c;
 }
+
+long long redis_time_ms(redisContext *c)
+{
+    redisReply *r = redisCommand(c, "TIME");
+    long long ms = -1;
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+        ms = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+    freeReplyObject(r);
+    return ms;
+}
+
+long long redis_server_time_ms(const struct redis_server *rs)
+{
+    redisContext *c = redis_server_connect(rs);
+    if (c == NULL)
+        return -1;
+    long long ms = redis_time_ms(c);
+    redisFree(c);
+    return ms;
+}
+
+long long redis_info_int(redisContext *c, const char *section, const char *key)
+{
+    redisReply *r = redisCommand(c, "INFO %s", section);
+    long long v = -1;
+    if (r != NULL && r->type == REDIS_REPLY_STRING) {
+        const char *p = strstr(r->str, key);
+        v = p != NULL ? atoll(p + strlen(key)) : 0;
+    }
+    freeReplyObject(r);
+    return v;
+}
