@@ -21,16 +21,6 @@
 #include "redis_server.h"
 #include "wait.h"
 
-long long tc_now_ms(void)
-{
-    return wait_now_ms();
-}
-
-void tc_sleep_ms(long ms)
-{
-    wait_sleep_ms(ms);
-}
-
 static int tcp_connect(int port)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET,

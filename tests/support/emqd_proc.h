@@ -108,9 +108,4 @@ const char *tc_error(const json_t *reply);
 /* True if reply is {"ok":true,...}. */
 int tc_ok(const json_t *reply);
 
-/* wait_now_ms and wait_sleep_ms under their old names, for the tests
- * that still call them. */
-long long tc_now_ms(void);
-void tc_sleep_ms(long ms);
-
 #endif

@@ -175,8 +175,3 @@ void fx_await_past(long long ms)
 {
     await(fx_now_ms() > ms, "Redis's clock to pass %lld", ms);
 }
-
-void fx_sleep_ms(long ms)
-{
-    wait_sleep_ms(ms);
-}

@@ -73,7 +73,4 @@ long long fx_now_ms(void);
  * what a test waits for when its point is that time passes. */
 void fx_await_past(long long ms);
 
-/* wait_sleep_ms under its old name, for the tests that still call it. */
-void fx_sleep_ms(long ms);
-
 #endif
