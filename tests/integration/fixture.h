@@ -103,6 +103,28 @@ static inline void fx_await_quiet(const struct emqd_proc *p)
     await(emqd_quiet(p), "emqd on port %d to have no backend call out", p->port);
 }
 
+/* Subscribers of queue's wake channel at Redis. */
+static inline long long fx_wake_subscribers(const char *queue)
+{
+    redisContext *rc = redis_server_connect(&fx_redis);
+    cr_assert_not_null(rc);
+    redisReply *r = redisCommand(rc, "PUBSUB NUMSUB emq:{%s}:wake", queue);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    long long n = r->element[1]->integer;
+    freeReplyObject(r);
+    redisFree(rc);
+    return n;
+}
+
+/* Wait until p listens for queue's wakes (its subscription is live at
+ * Redis, one of n subscribers in all) and is quiet again (a subscription
+ * makes it look for work once): a wake published from now on reaches it. */
+static inline void fx_await_listening(const struct emqd_proc *p, const char *queue, long long n)
+{
+    await(fx_wake_subscribers(queue) == n, "%lld subscribers to queue %s's wakes", n, queue);
+    fx_await_quiet(p);
+}
+
 /* Assert that nothing is pushed to c now that the daemon is quiet: pushes
  * and replies share the connection in the order the daemon writes them,
  * so a push on its way comes before the reply to a ping sent after the

@@ -342,7 +342,9 @@ Test(daemon, parked_claim_wakes_on_enqueue)
     start_without_upkeep_pass();
     struct tc_conn *a = fx_conn(), *b = fx_conn();
     cr_assert_eq(tc_send_line(a, "{\"op\":\"claim\",\"queue\":\"w\",\"wait_ms\":3600000}"), 0);
-    fx_await_quiet(&fx_emqd); /* the claim found nothing and parked */
+    /* The claim found nothing and parked, and the daemon hears the
+     * queue's wakes. */
+    fx_await_listening(&fx_emqd, "w", 1);
     json_t *r =
         tc_call(b, "{\"op\":\"enqueue\",\"queue\":\"w\",\"group\":\"TENt1\",\"payload\":\"wake\"}");
     assert_ok(r);
@@ -368,6 +370,11 @@ Test(daemon, reaper_requeues_expired_lease)
         tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"x\",\"group\":\"TENt1\",\"payload\":1}");
     assert_ok(r);
     json_decref(r);
+    /* The queue's first upkeep pass (run when the enqueue named it) is
+     * over before the claim: a lease taken while a pass runs is left to
+     * that pass, which may have read the leases before it, and so to the
+     * next pass, an hour away here. */
+    fx_await_quiet(&fx_emqd);
     r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"x\",\"lease_ms\":200}");
     cr_assert_eq(json_array_size(claim_jobs(r)), 1);
     json_decref(r);

@@ -23,19 +23,6 @@ TestSuite(faults, .init = fx_setup, .fini = faults_teardown, .timeout = 90);
  * only what a wake brings. */
 static const char *const no_upkeep[] = {"--upkeep-ms", "3600000", NULL};
 
-/* Subscribers of queue's wake channel at Redis. */
-static long long wake_subscribers(const char *queue)
-{
-    redisContext *rc = redis_server_connect(&fx_redis);
-    cr_assert_not_null(rc);
-    redisReply *r = redisCommand(rc, "PUBSUB NUMSUB emq:{%s}:wake", queue);
-    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
-    long long n = r->element[1]->integer;
-    freeReplyObject(r);
-    redisFree(rc);
-    return n;
-}
-
 /* (8) A stream on one daemon sees work enqueued through another: neither
  * runs an upkeep pass, so only the wake published through Redis can bring
  * the job to the stream. */
@@ -53,8 +40,7 @@ Test(faults, cross_instance_wake)
     json_decref(r);
     /* emqd #1 listens for the queue's wakes, and its stream is parked with
      * every claim back (one comes with the subscription too). */
-    await(wake_subscribers("xi") == 1, "emqd #1 to subscribe to queue xi's wakes");
-    fx_await_quiet(&fx_emqd);
+    fx_await_listening(&fx_emqd, "xi", 1);
     r = tc_call(
         b, "{\"op\":\"enqueue\",\"queue\":\"xi\",\"group\":\"TENt1\",\"payload\":\"from-two\"}");
     assert_ok(r);
