@@ -250,7 +250,10 @@ Test(handoff, a_consumer_gone_before_its_hand_off_lands_gets_the_job_back_unspen
      * returned. */
     fx_teardown();
     cr_assert_eq(emqd_log_to_file(&fx_emqd), 0);
-    const char *const extra[] = {NO_TIMERS, "--log-level", "debug", NULL};
+    /* The longest backend deadline: the paused enqueue must not be failed
+     * (and its lease dropped) while the test waits for the log line. */
+    const char *const extra[] = {NO_TIMERS, "--log-level", "debug", "--redis-timeout-ms",
+                                 "600000",  NULL};
     fx_start(extra);
     struct tc_conn *w = fx_conn();
     json_decref(ok_call(w, "{\"op\":\"stream\",\"queue\":\"h\",\"credit\":1}"));
