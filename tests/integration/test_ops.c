@@ -142,7 +142,10 @@ Test(ops, fail_extend_job_and_dead_letters)
     struct tc_conn *c = fx_conn();
     json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"o\",\"job\":\"JOBx\",\"group\":\"TENa\","
                       "\"payload\":7,\"max_attempts\":2}"));
-    json_t *r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"lease_ms\":1000}");
+    /* A minute's lease, then an hour's: the reaper cannot take the job
+     * between the claim and the extend, and the new deadline is far past
+     * the old one. */
+    json_t *r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"lease_ms\":60000}");
     json_t *j = json_array_get(claim_jobs(r), 0);
     char lease[32];
     snprintf(lease, sizeof(lease), "%s", jstr(j, "lease"));
@@ -151,9 +154,9 @@ Test(ops, fail_extend_job_and_dead_letters)
 
     r = OK(c,
            "{\"op\":\"extend\",\"queue\":\"o\",\"job\":\"JOBx\",\"lease\":\"%s\","
-           "\"lease_ms\":60000}",
+           "\"lease_ms\":3600000}",
            lease);
-    cr_assert_gt(jint(r, "lease_until"), until + 50000);
+    cr_assert_gt(jint(r, "lease_until"), until + 3000000);
     json_decref(r);
     r = OK(c, "{\"op\":\"job\",\"queue\":\"o\",\"job\":\"JOBx\"}");
     json_t *row = json_object_get(r, "job");
@@ -374,11 +377,16 @@ Test(ops, release_and_reap_give_jobs_back)
     struct tc_conn *c = fx_conn();
     enqueue(c, "o", "JOB1", "TENa");
     enqueue(c, "o", "JOB2", "TENb");
-    json_t *r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"count\":2,\"lease_ms\":100}");
-    json_t *jobs = claim_jobs(r);
-    cr_assert_eq(json_array_size(jobs), 2);
-    json_t *a = json_array_get(jobs, 0);
-    long long b_until = jint(json_array_get(jobs, 1), "lease_until");
+    /* JOB1 on an hour's lease, so the release below surely finds it
+     * held; JOB2 (the next group in the rotation) on 100 ms, to run out. */
+    json_t *r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"lease_ms\":3600000}");
+    json_t *a = json_array_get(claim_jobs(r), 0);
+    cr_assert_str_eq(jstr(a, "job"), "JOB1");
+    json_t *rb = tc_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"lease_ms\":100}");
+    json_t *b = json_array_get(claim_jobs(rb), 0);
+    cr_assert_str_eq(jstr(b, "job"), "JOB2");
+    long long b_until = jint(b, "lease_until");
+    json_decref(rb);
     json_t *rel = OK(c,
                      "{\"op\":\"release\",\"queue\":\"o\",\"job\":\"%s\",\"lease\":\"%s\","
                      "\"error\":\"shutting down\"}",
