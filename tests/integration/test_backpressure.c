@@ -78,20 +78,26 @@ Test(backpressure, parked_claims_answered_past_max_output_do_not_crash)
     struct tc_conn *w = fx_conn();
     int small = 4096;
     setsockopt(w->fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-    cr_assert_eq(tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"big\",\"count\":20}"), 0);
+    cr_assert_eq(
+        tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"big\",\"count\":20,\"lease_ms\":3600000}"),
+        0);
     await(fx_stat(p, "big", "active") == 20, "the large claim to lease all 20 jobs");
     /* Each parked claim is handled (it found nothing and parked) once the
      * daemon is quiet. */
-    cr_assert_eq(tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"empty\",\"wait_ms\":3600000}"), 0);
+    cr_assert_eq(tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"empty\",\"wait_ms\":3600000,"
+                                 "\"lease_ms\":3600000}"),
+                 0);
     fx_await_quiet(&fx_emqd);
-    cr_assert_eq(tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"empty\",\"wait_ms\":3600000}"), 0);
+    cr_assert_eq(tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"empty\",\"wait_ms\":3600000,"
+                                 "\"lease_ms\":3600000}"),
+                 0);
     fx_await_quiet(&fx_emqd);
     json_decref(call_ok(p, "{\"op\":\"enqueue_many\",\"queue\":\"empty\",\"group\":\"TENb\","
                            "\"jobs\":[{\"payload\":1},{\"payload\":2}]}"));
 
     /* The worker cannot drain its tiny receive window in reasonable time,
      * so the disconnect shows as its leases coming back: a live connection
-     * would hold them for the default 30 s lease. */
+     * would hold them for their hour's lease. */
     json_decref(call_ok(p, "{\"op\":\"ping\"}"));
     await_released(p, "big");
     await_released(p, "empty");
@@ -114,10 +120,10 @@ Test(backpressure, replies_queued_behind_a_parked_claim_are_bounded)
     long rss0 = emqd_rss_kb(&fx_emqd);
     cr_assert_gt(rss0, 0);
 
-    /* 150 enqueues of 500 KB behind a claim parked for a minute: 75 MB of
+    /* 150 enqueues of 500 KB behind a claim parked for an hour: 75 MB of
      * requests, a few KB of replies. */
     struct tc_conn *w = fx_conn();
-    cr_assert_eq(tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"none\",\"wait_ms\":60000}"), 0);
+    cr_assert_eq(tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"none\",\"wait_ms\":3600000}"), 0);
     size_t bytes = 500000;
     char *line = malloc(bytes + 128);
     cr_assert_not_null(line);
@@ -136,7 +142,9 @@ Test(backpressure, replies_queued_behind_a_parked_claim_are_bounded)
     /* A claim reply of 2 MB queued behind the parked claim passes the
      * 1 MiB cap: the connection goes, and the jobs with it. */
     enqueue_big(p, "big", 20, 100000);
-    cr_assert_eq(tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"big\",\"count\":20}"), 0);
+    cr_assert_eq(
+        tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"big\",\"count\":20,\"lease_ms\":3600000}"),
+        0);
     cr_assert(read_to_eof(w->fd, wait_deadline_ms(0)),
               "queued replies past max-output kept the connection");
     await_released(p, "big");
