@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -70,6 +72,16 @@ static enum emq_state state_of(struct emq *c, const char *queue, const char *job
     enum emq_state s = EMQ_STATE_UNKNOWN;
     assert_emq_ok(c, emq_job_state(c, queue, job, &s));
     return s;
+}
+
+/* One reap of group; what it reaped is added to *total. True, so it can
+ * lead a wait's condition. */
+static bool reap_group(struct emq *c, const char *queue, const char *group, long long *total)
+{
+    long long reaped = 0;
+    assert_emq_ok(c, emq_reap(c, queue, group, &reaped));
+    *total += reaped;
+    return true;
 }
 
 Test(libemq, connect_request_and_raw_replies)
@@ -420,14 +432,11 @@ Test(libemq, admin_levers_and_reads)
      * first. */
     assert_emq_ok(c, emq_extend(c, jobs[0], 1));
     emq_jobs_free(jobs, n);
-    long long reaped = 0, total = 0;
-    for (int i = 0; i < 100 && state_of(c, "adm", "JOBa0") != EMQ_STATE_PENDING; i++) {
-        tc_sleep_ms(5);
-        assert_emq_ok(c, emq_reap(c, "adm", "TENa", &reaped));
-        total += reaped;
-    }
-    cr_assert_eq(state_of(c, "adm", "JOBa0"), EMQ_STATE_PENDING);
+    long long total = 0;
+    await(reap_group(c, "adm", "TENa", &total) && state_of(c, "adm", "JOBa0") == EMQ_STATE_PENDING,
+          "the lease cut to 1 ms to be reaped");
     cr_assert_leq(total, 1);
+    long long reaped = 0;
     assert_emq_ok(c, emq_reap(c, "adm", NULL, &reaped));
     cr_assert_eq(reaped, 0, "nothing left to reap");
 
@@ -487,17 +496,18 @@ Test(libemq, dead_list_retry_purge)
     emq_close(c);
 }
 
+/* The number of active jobs of queue, asserting stats answered. */
+static long long active_of(struct emq *c, const char *queue)
+{
+    struct emq_stats s = {0};
+    assert_emq_ok(c, emq_stats(c, queue, &s));
+    return s.active;
+}
+
 /* Wait until queue has `active` jobs leased (so the pushes are on the wire). */
 static void await_active(struct emq *c, const char *queue, long long active)
 {
-    struct emq_stats s = {0};
-    for (int i = 0; i < 500; i++) {
-        assert_emq_ok(c, emq_stats(c, queue, &s));
-        if (s.active == active)
-            return;
-        tc_sleep_ms(10);
-    }
-    cr_assert_fail("%lld active, expected %lld", s.active, active);
+    await(active_of(c, queue) == active, "%lld jobs of %s active", active, queue);
 }
 
 Test(libemq, pushes_that_arrive_during_a_request_are_kept_in_order)
@@ -571,19 +581,43 @@ Test(libemq, stream_run_delivers_every_job_to_the_callback_in_order)
     emq_close(p);
 }
 
-/* A thread that interrupts a connection or kills the daemon after a delay. */
+/* True once thread tid of this process sleeps in poll(2): blocked in a
+ * libemq call, waiting on the server. */
+static bool blocked_in_poll(pid_t tid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return false;
+    long nr = -1;
+    bool in_syscall = fscanf(f, "%ld", &nr) == 1; /* "running" when it is not */
+    fclose(f);
+#ifdef SYS_poll
+    if (in_syscall && nr == SYS_poll)
+        return true;
+#endif
+    return in_syscall && nr == SYS_ppoll;
+}
+
+/* A thread that interrupts a connection or kills the daemon once the
+ * thread that started it is blocked in a call. */
 struct later {
     pthread_t thread;
     struct emq *c;
     pthread_t target; /* with sig: signal this thread instead */
     int sig;
     bool kill_daemon;
+    pid_t caller; /* the thread that will block */
+    bool blocked; /* it was seen blocked before the blow */
 };
 
 static void *later_main(void *arg)
 {
     struct later *l = arg;
-    tc_sleep_ms(150);
+    /* No Criterion assertion off the test's thread: the test asserts
+     * l->blocked after the join. */
+    l->blocked = wait_for(blocked_in_poll(l->caller));
     if (l->kill_daemon)
         emqd_kill(&fx_emqd);
     else if (l->sig != 0)
@@ -593,9 +627,19 @@ static void *later_main(void *arg)
     return NULL;
 }
 
+/* Start l against the calling thread, which is about to block. */
 static void later_start(struct later *l)
 {
+    l->caller = gettid();
+    l->blocked = false;
     cr_assert_eq(pthread_create(&l->thread, NULL, later_main, l), 0);
+}
+
+/* Join l; the call it hit was blocked when it struck. */
+static void later_join(struct later *l)
+{
+    pthread_join(l->thread, NULL);
+    cr_assert(l->blocked, "the call never blocked waiting on the server");
 }
 
 Test(libemq, interrupt_from_another_thread_ends_a_blocking_stream)
@@ -606,7 +650,7 @@ Test(libemq, interrupt_from_another_thread_ends_a_blocking_stream)
     later_start(&l);
     struct run_state rs = {.want = 1};
     assert_emq_err(c, emq_stream_run(c, run_cb, &rs), EMQ_EINTR);
-    pthread_join(l.thread, NULL);
+    later_join(&l);
     cr_assert(emq_interrupted(c));
     cr_assert_eq(rs.n, 0);
     /* The connection stays usable. */
@@ -618,16 +662,23 @@ Test(libemq, interrupt_from_another_thread_ends_a_blocking_stream)
     assert_emq_ok(c, emq_ping(c));
 
     /* ...and one in the middle of a request abandons it: its reply, when
-     * it comes, is skipped and the next call gets its own. */
+     * it comes, is skipped and the next call gets its own. The claim
+     * waits an hour, so only the interrupt ends the call; a job enqueued
+     * afterwards answers the abandoned claim. */
     later_start(&l);
     struct emq_job **jobs;
     size_t n;
-    struct emq_claim_opts co = {.wait_ms = 600};
-    assert_emq_err(c, emq_claim(c, "idle", &co, &jobs, &n), EMQ_EINTR);
-    pthread_join(l.thread, NULL);
+    struct emq_claim_opts co = {.wait_ms = 3600000};
+    assert_emq_err(c, emq_claim(c, "abandoned", &co, &jobs, &n), EMQ_EINTR);
+    later_join(&l);
+    struct emq *p = lib_conn();
+    put(p, "abandoned", "JOBlate", "TENa", 1);
+    put(p, "abandoned", "JOBnext", "TENa", 2);
+    await_active(p, "abandoned", 1); /* one leased to the abandoned claim: its reply is out */
     long long d = -1;
-    assert_emq_ok(c, emq_depth(c, "idle", "TENa", &d));
-    cr_assert_eq(d, 0);
+    assert_emq_ok(c, emq_depth(c, "abandoned", "TENa", &d));
+    cr_assert_eq(d, 1, "the depth call got its own reply (the other job waits)");
+    emq_close(p);
     emq_close(c);
 }
 
@@ -650,7 +701,7 @@ Test(libemq, interrupt_from_a_signal_handler_ends_a_blocking_wait)
     later_start(&l);
     struct emq_job *j = NULL;
     assert_emq_err(sig_conn, emq_next_job(sig_conn, &j, -1), EMQ_EINTR);
-    pthread_join(l.thread, NULL);
+    later_join(&l);
     cr_assert_null(j);
     assert_emq_ok(sig_conn, emq_ping(sig_conn));
     sigaction(SIGUSR1, &old, NULL);
@@ -664,9 +715,9 @@ Test(libemq, a_daemon_killed_mid_call_is_eio)
     later_start(&l);
     struct emq_job **jobs;
     size_t n;
-    struct emq_claim_opts co = {.wait_ms = 5000};
+    struct emq_claim_opts co = {.wait_ms = 3600000};
     assert_emq_err(c, emq_claim(c, "q", &co, &jobs, &n), EMQ_EIO);
-    pthread_join(l.thread, NULL);
+    later_join(&l);
     assert_emq_err(c, emq_ping(c), EMQ_EIO);
     emq_close(c); /* no quit on a broken connection; no crash, no SIGPIPE */
 }
@@ -719,7 +770,13 @@ static void *fake_main(void *arg)
     if (fd >= 0 && read(fd, buf, sizeof(buf)) > 0) {
         ssize_t w = write(fd, f->reply, strlen(f->reply));
         (void)w;
-        tc_sleep_ms(200);
+        /* A reply with a line end stays on the line until the client is
+         * done with it and hangs up; one without is followed by the EOF
+         * the client must see. */
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        while (strchr(f->reply, '\n') != NULL && poll(&p, 1, wait_deadline_ms(0)) == 1 &&
+               read(fd, buf, sizeof(buf)) > 0)
+            ;
     }
     if (fd >= 0)
         close(fd);

@@ -2,10 +2,14 @@
 #ifndef EMQ_TEST_INTEGRATION_FIXTURE_H
 #define EMQ_TEST_INTEGRATION_FIXTURE_H
 
+#include <stdbool.h>
+#include <string.h>
+
 #include <criterion/criterion.h>
 
 #include "emqd_proc.h"
 #include "redis_server.h"
+#include "wait.h"
 
 /* The per-test redis and daemon(s); each test process has its own copy. */
 static struct redis_server fx_redis;
@@ -27,6 +31,7 @@ static inline void fx_setup(void)
 static inline void fx_teardown(void)
 {
     emqd_kill(&fx_emqd);
+    emqd_log_remove(&fx_emqd);
     if (fx_redis.pid > 0)
         redis_server_stop(&fx_redis);
 }
@@ -87,6 +92,58 @@ static inline long long fx_stat(struct tc_conn *c, const char *queue, const char
     long long v = jint(r, field);
     json_decref(r);
     return v;
+}
+
+/* Wait until the daemon p has no backend call out (emqd_quiet): what a
+ * client sent before is handled, and the claims made for parked consumers
+ * are back, so a consumer is parked (or served) and nothing is on its way
+ * to it. */
+static inline void fx_await_quiet(const struct emqd_proc *p)
+{
+    await(emqd_quiet(p), "emqd on port %d to have no backend call out", p->port);
+}
+
+/* Subscribers of queue's wake channel at Redis. */
+static inline long long fx_wake_subscribers(const char *queue)
+{
+    redisContext *rc = redis_server_connect(&fx_redis);
+    cr_assert_not_null(rc);
+    redisReply *r = redisCommand(rc, "PUBSUB NUMSUB emq:{%s}:wake", queue);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    long long n = r->element[1]->integer;
+    freeReplyObject(r);
+    redisFree(rc);
+    return n;
+}
+
+/* Wait until p listens for queue's wakes (its subscription is live at
+ * Redis, one of n subscribers in all) and is quiet again (a subscription
+ * makes it look for work once): a wake published from now on reaches it. */
+static inline void fx_await_listening(const struct emqd_proc *p, const char *queue, long long n)
+{
+    await(fx_wake_subscribers(queue) == n, "%lld subscribers to queue %s's wakes", n, queue);
+    fx_await_quiet(p);
+}
+
+/* Assert that nothing is pushed to c now that the daemon is quiet: pushes
+ * and replies share the connection in the order the daemon writes them,
+ * so a push on its way comes before the reply to a ping sent after the
+ * daemon went quiet. what names the push that must not come. */
+static inline void assert_nothing_pushed(struct tc_conn *c, const char *what)
+{
+    fx_await_quiet(&fx_emqd);
+    cr_assert_eq(tc_send_line(c, "{\"op\":\"ping\",\"ref\":\"barrier\"}"), 0);
+    for (;;) {
+        json_t *f = tc_read(c, wait_deadline_ms(0));
+        cr_assert_not_null(f, "no reply to the barrier ping");
+        bool push = json_object_get(f, "push") != NULL;
+        bool barrier = json_is_string(json_object_get(f, "ref")) &&
+                       strcmp(json_string_value(json_object_get(f, "ref")), "barrier") == 0;
+        json_decref(f);
+        cr_assert_not(push, "%s", what);
+        if (barrier)
+            return;
+    }
 }
 
 /* The claimed jobs of a claim reply (asserting it is ok). */

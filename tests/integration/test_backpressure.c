@@ -44,22 +44,16 @@ static void enqueue_big(struct tc_conn *c, const char *queue, int n, size_t byte
 /* Wait until the queue has no active job (leases released). */
 static void await_released(struct tc_conn *c, const char *queue)
 {
-    long long active = -1;
-    for (int i = 0; i < 250 && active != 0; i++) {
-        active = fx_stat(c, queue, "active");
-        if (active != 0)
-            tc_sleep_ms(20);
-    }
-    cr_assert_eq(active, 0, "queue %s: %lld jobs still active", queue, active);
+    await(fx_stat(c, queue, "active") == 0, "queue %s: every lease released", queue);
 }
 
 /* Read and discard whatever fd has until EOF; false if it stays open. */
 static bool read_to_eof(int fd, int timeout_ms)
 {
     static char sink[1 << 16];
-    long long end = tc_now_ms() + timeout_ms;
+    long long end = wait_now_ms() + timeout_ms;
     for (;;) {
-        long long left = end - tc_now_ms();
+        long long left = end - wait_now_ms();
         struct pollfd p = {.fd = fd, .events = POLLIN};
         if (left <= 0 || poll(&p, 1, (int)left) <= 0)
             return false;
@@ -84,18 +78,26 @@ Test(backpressure, parked_claims_answered_past_max_output_do_not_crash)
     struct tc_conn *w = fx_conn();
     int small = 4096;
     setsockopt(w->fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-    cr_assert_eq(tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"big\",\"count\":20}"), 0);
-    tc_sleep_ms(300);
-    cr_assert_eq(tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"empty\",\"wait_ms\":60000}"), 0);
-    tc_sleep_ms(200);
-    cr_assert_eq(tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"empty\",\"wait_ms\":60000}"), 0);
-    tc_sleep_ms(200);
+    cr_assert_eq(
+        tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"big\",\"count\":20,\"lease_ms\":3600000}"),
+        0);
+    await(fx_stat(p, "big", "active") == 20, "the large claim to lease all 20 jobs");
+    /* Each parked claim is handled (it found nothing and parked) once the
+     * daemon is quiet. */
+    cr_assert_eq(tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"empty\",\"wait_ms\":3600000,"
+                                 "\"lease_ms\":3600000}"),
+                 0);
+    fx_await_quiet(&fx_emqd);
+    cr_assert_eq(tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"empty\",\"wait_ms\":3600000,"
+                                 "\"lease_ms\":3600000}"),
+                 0);
+    fx_await_quiet(&fx_emqd);
     json_decref(call_ok(p, "{\"op\":\"enqueue_many\",\"queue\":\"empty\",\"group\":\"TENb\","
                            "\"jobs\":[{\"payload\":1},{\"payload\":2}]}"));
 
     /* The worker cannot drain its tiny receive window in reasonable time,
      * so the disconnect shows as its leases coming back: a live connection
-     * would hold them for the default 30 s lease. */
+     * would hold them for their hour's lease. */
     json_decref(call_ok(p, "{\"op\":\"ping\"}"));
     await_released(p, "big");
     await_released(p, "empty");
@@ -118,10 +120,10 @@ Test(backpressure, replies_queued_behind_a_parked_claim_are_bounded)
     long rss0 = emqd_rss_kb(&fx_emqd);
     cr_assert_gt(rss0, 0);
 
-    /* 150 enqueues of 500 KB behind a claim parked for a minute: 75 MB of
+    /* 150 enqueues of 500 KB behind a claim parked for an hour: 75 MB of
      * requests, a few KB of replies. */
     struct tc_conn *w = fx_conn();
-    cr_assert_eq(tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"none\",\"wait_ms\":60000}"), 0);
+    cr_assert_eq(tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"none\",\"wait_ms\":3600000}"), 0);
     size_t bytes = 500000;
     char *line = malloc(bytes + 128);
     cr_assert_not_null(line);
@@ -133,21 +135,18 @@ Test(backpressure, replies_queued_behind_a_parked_claim_are_bounded)
     for (int i = 0; i < 150; i++)
         cr_assert_eq(tc_send_line(w, line), 0);
     free(line);
-    long long pending = 0;
-    for (int i = 0; i < 500 && pending < 150; i++) {
-        pending = fx_stat(p, "mem", "pending");
-        if (pending < 150)
-            tc_sleep_ms(20);
-    }
-    cr_assert_eq(pending, 150, "the pipelined enqueues ran");
+    await(fx_stat(p, "mem", "pending") == 150, "the 150 pipelined enqueues to run");
     long grown = emqd_rss_kb(&fx_emqd) - rss0;
     cr_assert_lt(grown, 40 * 1024, "emqd grew by %ld KiB holding 150 small replies", grown);
 
     /* A claim reply of 2 MB queued behind the parked claim passes the
      * 1 MiB cap: the connection goes, and the jobs with it. */
     enqueue_big(p, "big", 20, 100000);
-    cr_assert_eq(tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"big\",\"count\":20}"), 0);
-    cr_assert(read_to_eof(w->fd, 10000), "queued replies past max-output kept the connection");
+    cr_assert_eq(
+        tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"big\",\"count\":20,\"lease_ms\":3600000}"),
+        0);
+    cr_assert(read_to_eof(w->fd, wait_deadline_ms(0)),
+              "queued replies past max-output kept the connection");
     await_released(p, "big");
     cr_assert_eq(fx_stat(p, "big", "pending"), 20);
     tc_close(w);
@@ -157,23 +156,36 @@ Test(backpressure, replies_queued_behind_a_parked_claim_are_bounded)
 
 /* Clients that leave with a claim parked: the claim's request is finished
  * with the connection (under ASan a leaked request or client fails the
- * clean exit), and work enqueued afterwards is not handed to them. */
+ * clean exit), and work enqueued afterwards is not handed to them but to
+ * the one claim still waiting. */
 Test(backpressure, a_parked_claim_left_behind_is_freed)
 {
     fx_start(NULL);
     for (int i = 0; i < 3; i++) {
         struct tc_conn *w = fx_conn();
-        cr_assert_eq(tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"gone\",\"wait_ms\":60000}"), 0);
-        tc_sleep_ms(100);
+        cr_assert_eq(tc_send_line(w, "{\"op\":\"claim\",\"queue\":\"gone\",\"wait_ms\":3600000}"),
+                     0);
+        fx_await_quiet(&fx_emqd); /* parked */
         tc_close(w);
+        await(emqd_metric(&fx_emqd, "emqd_connections") == 0, "emqd to close departed client %d",
+              i);
     }
+    /* Parked after them: if their claims were still linked, they would be
+     * served first. */
+    struct tc_conn *live = fx_conn();
+    cr_assert_eq(tc_send_line(live, "{\"op\":\"claim\",\"queue\":\"gone\",\"wait_ms\":3600000}"),
+                 0);
+    fx_await_quiet(&fx_emqd);
     struct tc_conn *p = fx_conn();
-    tc_sleep_ms(100);
     json_decref(call_ok(p, "{\"op\":\"enqueue\",\"queue\":\"gone\",\"group\":\"TENa\","
                            "\"payload\":1}"));
-    tc_sleep_ms(200);
-    cr_assert_eq(fx_stat(p, "gone", "active"), 0, "a job went to a client that left");
-    cr_assert_eq(fx_stat(p, "gone", "pending"), 1);
+    json_t *r = tc_read(live, wait_deadline_ms(0));
+    cr_assert_not_null(r, "the waiting claim never got the job");
+    cr_assert_eq(json_array_size(claim_jobs(r)), 1, "the job went to the claim still waiting");
+    json_decref(r);
+    cr_assert_eq(fx_stat(p, "gone", "active"), 1, "one lease: the live claim's");
+    cr_assert_eq(fx_stat(p, "gone", "pending"), 0);
+    tc_close(live);
     tc_close(p);
     cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
 }

@@ -47,8 +47,9 @@ static void drain(struct workload *wl, int n, int count, int hold_ms)
     stop_workers(n);
 }
 
-/* A forked worker that claims count jobs on a long lease, tells the parent
- * how many it holds through fd, and then sits on them until killed. */
+/* A forked worker that claims count jobs on an hour's lease, tells the
+ * parent how many it holds through fd, and then sits on them until
+ * killed. */
 static pid_t hold_jobs_in_child(int port, const char *queue, int count, int *held)
 {
     int pfd[2];
@@ -62,7 +63,7 @@ static pid_t hold_jobs_in_child(int port, const char *queue, int count, int *hel
         struct tc_conn *c = tc_connect(port);
         json_t *r = c ? tc_call(c,
                                 "{\"op\":\"claim\",\"queue\":\"%s\",\"count\":%d,"
-                                "\"lease_ms\":60000}",
+                                "\"lease_ms\":3600000}",
                                 queue, count)
                       : NULL;
         if (r != NULL && tc_ok(r))
@@ -80,8 +81,9 @@ static pid_t hold_jobs_in_child(int port, const char *queue, int count, int *hel
 }
 
 /* A worker SIGKILLed mid-job: its connection closes, so its jobs go back
- * at once. Their lease is 60 s, far past the wait below: only the release
- * on disconnect can hand them to the other workers in time. */
+ * at once. Their lease is an hour, far past the deadline of the wait
+ * below: only the release on disconnect can hand them to the other
+ * workers in time. */
 Test(rel_workers, a_worker_killed_mid_job_has_its_jobs_redelivered_at_once)
 {
     struct workload wl;
@@ -93,8 +95,9 @@ Test(rel_workers, a_worker_killed_mid_job_has_its_jobs_redelivered_at_once)
     struct tc_conn *c = fx_conn();
     cr_assert_eq(fx_stat(c, wl.queue, "active"), 6);
 
+    /* The others are at work when the doomed one dies. */
     start_workers(&wl, 4, fx_emqd.port, 4, 10000, 1);
-    tc_sleep_ms(100);
+    await(atomic_load(&wl.completed_total) > 0, "the other workers to complete a job");
     cr_assert_eq(kill(child, SIGKILL), 0);
     cr_assert_eq(waitpid(child, NULL, 0), child);
     cr_assert(wl_await_done(&wl, 20000), "jobs of the killed worker were not redelivered");
@@ -116,9 +119,28 @@ Test(rel_workers, a_worker_killed_mid_job_has_its_jobs_redelivered_at_once)
     cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
 }
 
+/* Track the daemon's peak RSS while a wait polls. */
+static long rss_peak;
+
+static void sample_rss(void)
+{
+    long rss = emqd_rss_kb(&fx_emqd);
+    rss_peak = rss > rss_peak ? rss : rss_peak;
+}
+
+/* The daemon's count of its client connections; samples its RSS too. */
+static long long connections(void)
+{
+    sample_rss();
+    return emqd_metric(&fx_emqd, "emqd_connections");
+}
+
 /* A worker that streams and never reads: once its unwritten output passes
- * --max-output the daemon drops it and releases its leases (60 s, so only
- * the release can bring them back), and its memory stays bounded. */
+ * --max-output the daemon drops it and releases its leases (an hour, so
+ * only the release can bring them back), and its memory stays bounded. The
+ * cut is seen in the daemon's own counters: its connection count drops,
+ * and the jobs it claimed for the stream (which pushed past the cap) are
+ * all pending again. */
 Test(rel_workers, a_worker_that_stops_reading_is_cut_at_the_output_cap)
 {
     fx_teardown();
@@ -131,35 +153,38 @@ Test(rel_workers, a_worker_that_stops_reading_is_cut_at_the_output_cap)
     cr_assert_eq(wl_enqueue(&wl, fx_emqd.port, 0, wl.n, NULL), wl.n);
     long rss0 = emqd_rss_kb(&fx_emqd);
     cr_assert_gt(rss0, 0);
+    rss_peak = rss0;
 
-    struct tc_conn *slow = fx_conn();
-    cr_assert_eq(tc_send_line(slow, "{\"op\":\"stream\",\"queue\":\"rs\",\"credit\":1000,"
-                                    "\"lease_ms\":60000}"),
-                 0);
     struct tc_conn *c = fx_conn();
-    long long active = -1, seen_active = 0;
-    long rss_max = rss0;
-    for (int i = 0; i < 200 && active != 0; i++) {
-        tc_sleep_ms(50);
-        active = fx_stat(c, wl.queue, "active");
-        seen_active = active > seen_active ? active : seen_active;
-        long rss = emqd_rss_kb(&fx_emqd);
-        rss_max = rss > rss_max ? rss : rss_max;
-    }
-    cr_assert_gt(seen_active, 0, "the stream never took a job");
+    struct tc_conn *slow = fx_conn();
+    await(connections() == 2, "emqd to count the two connections");
+    cr_assert_eq(tc_send_line(slow, "{\"op\":\"stream\",\"queue\":\"rs\",\"credit\":1000,"
+                                    "\"lease_ms\":3600000}"),
+                 0);
+    await(connections() == 1, "emqd to cut the slow reader");
+    char series[96];
+    snprintf(series, sizeof(series), "emqd_jobs_total{queue=\"%s\",event=\"claimed\"}", wl.queue);
+    long long claimed = emqd_metric(&fx_emqd, series);
+    cr_assert_gt(claimed, 0, "the stream never took a job");
+    /* The release on disconnect is one more backend call: once the daemon
+     * is quiet, it has landed. */
+    fx_await_quiet(&fx_emqd);
+    sample_rss();
+    long long active = fx_stat(c, wl.queue, "active");
     cr_assert_eq(active, 0,
                  "the slow reader's leases were not released (%lld of %lld still active)", active,
-                 seen_active);
-    cr_assert_lt(rss_max - rss0, 1024 + 64 * 1024, "emqd grew by %ld KiB", rss_max - rss0);
+                 claimed);
+    cr_assert_eq(fx_stat(c, wl.queue, "pending"), wl.n, "every job is pending again");
+    cr_assert_lt(rss_peak - rss0, 1024 + 64 * 1024, "emqd grew by %ld KiB", rss_peak - rss0);
     /* It was disconnected: what it can still read ends in EOF, short of
      * all the jobs. */
     int pushes = 0;
     json_t *p;
-    while ((p = tc_read(slow, 2000)) != NULL) {
+    while ((p = tc_read(slow, wait_deadline_ms(0))) != NULL) {
         pushes += json_object_get(p, "push") != NULL;
         json_decref(p);
     }
-    cr_assert(tc_read_eof(slow, 100), "the slow reader is still connected");
+    cr_assert(tc_read_eof(slow, wait_deadline_ms(0)), "the slow reader is still connected");
     cr_assert_lt(pushes, wl.n, "the slow reader got every job (%d)", pushes);
     tc_close(slow);
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lanes_fixture.h"
+#include "wait.h"
 
 TestSuite(ceiling, .init = fx_setup, .fini = fx_teardown, .timeout = 120);
 
@@ -52,7 +53,7 @@ static void *claimer(void *arg)
         for (int p = atomic_load(&peak[g]); now > p;)
             if (atomic_compare_exchange_weak(&peak[g], &p, now))
                 break;
-        fx_sleep_ms(1); /* hold the job a moment, as a worker would */
+        wait_sleep_ms(1); /* hold the job a moment, as a worker would */
         atomic_fetch_sub(&inflight[g], 1);
 
         r = lanes_call(c, &fx_q, SCRIPT_COMPLETE, "60000", job, lease, NULL);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "lanes_fixture.h"
+#include "wait.h"
 
 TestSuite(lease, .init = fx_setup, .fini = fx_teardown, .timeout = 60);
 
@@ -20,8 +21,9 @@ LANE_TEST(lease, a_reaped_jobs_old_lease_token_is_refused)
 {
     cr_assert_eq(fx_enqueue("JOB1", "TENa", "{}"), 1);
     struct leased first, second;
-    cr_assert_eq(fx_claim(1, 1, &first, NULL), 1);
-    fx_sleep_ms(5);
+    long long deadline;
+    cr_assert_eq(fx_claim(1, 1, &first, &deadline), 1);
+    fx_await_past(deadline);
     redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_REAP, "100", NULL);
     cr_assert_eq(r->element[0]->integer, 1, "the expired lease is reaped");
     cr_assert_eq(r->element[1]->integer, -1, "no lease left to wait for");
@@ -102,22 +104,49 @@ LANE_TEST(lease, complete_coalesces_many_pairs_in_one_call)
     freeReplyObject(act);
 }
 
-LANE_TEST(lease, completed_rows_are_kept_for_the_retention_then_expire)
+/* True while job's row exists. */
+static bool row_exists(const char *job)
 {
-    cr_assert_eq(fx_enqueue("JOB1", "TENa", "{\"big\":1}"), 1);
+    redisReply *r = redisCommand(fx_conn, "EXISTS %sjob:%s", fx_q.prefix, job);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_INTEGER);
+    bool there = r->integer == 1;
+    freeReplyObject(r);
+    return there;
+}
+
+/* Claim the one pending job id and complete it with a retention of
+ * keep_ms. */
+static void complete_with_retention(const char *id, const char *keep_ms)
+{
     struct leased j;
     cr_assert_eq(fx_claim(1, 30000, &j, NULL), 1);
-    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_COMPLETE, "300", "JOB1", j.lease, NULL);
+    cr_assert_str_eq(j.job, id);
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_COMPLETE, keep_ms, id, j.lease, NULL);
     cr_assert_str_eq(r->element[0]->str, "completed");
     freeReplyObject(r);
+}
+
+LANE_TEST(lease, completed_rows_are_kept_for_the_retention_then_expire)
+{
+    /* Kept for an hour: within the test the row is surely there. */
+    cr_assert_eq(fx_enqueue("JOB1", "TENa", "{\"big\":1}"), 1);
+    complete_with_retention("JOB1", "3600000");
     char v[32];
     fx_row("JOB1", "state", v, sizeof(v));
     cr_assert_str_eq(v, "completed");
     fx_row("JOB1", "payload", v, sizeof(v));
     cr_assert_str_eq(v, "", "the payload is freed at completion");
     cr_assert_eq(fx_enqueue("JOB1", "TENa", "{}"), 0, "a re-sent id is still a duplicate");
-    fx_sleep_ms(450);
-    cr_assert_eq(fx_enqueue("JOB1", "TENa", "{}"), 1, "after the retention the id is free");
+    redisReply *ttl = redisCommand(fx_conn, "PTTL %sjob:JOB1", fx_q.prefix);
+    cr_assert(ttl->integer > 0 && ttl->integer <= 3600000,
+              "the row expires with the retention (%lld ms left)", ttl->integer);
+    freeReplyObject(ttl);
+
+    /* Kept for 1 ms: once the row has expired, the id is free again. */
+    cr_assert_eq(fx_enqueue("JOB2", "TENa", "{}"), 1);
+    complete_with_retention("JOB2", "1");
+    await(!row_exists("JOB2"), "the completed row to expire after its retention");
+    cr_assert_eq(fx_enqueue("JOB2", "TENa", "{}"), 1, "after the retention the id is free");
 }
 
 LANE_TEST(lease, fail_retries_through_delayed_then_dead_letters)
@@ -126,7 +155,7 @@ LANE_TEST(lease, fail_retries_through_delayed_then_dead_letters)
     struct leased j;
     cr_assert_eq(fx_claim(1, 30000, &j, NULL), 1);
     redisReply *r =
-        lanes_call(fx_conn, &fx_q, SCRIPT_FAIL, "JOB1", j.lease, "boom", "40", "0", NULL);
+        lanes_call(fx_conn, &fx_q, SCRIPT_FAIL, "JOB1", j.lease, "boom", "300", "0", NULL);
     cr_assert_str_eq(r->str, "delayed");
     freeReplyObject(r);
     char v[64];
@@ -137,13 +166,24 @@ LANE_TEST(lease, fail_retries_through_delayed_then_dead_letters)
     struct leased none;
     cr_assert_eq(fx_claim(1, 30000, &none, NULL), 0, "not claimable before it is due");
 
+    /* Due 300 ms after the fail, by Redis's clock. A promote run before
+     * that finds nothing due and the next one due within the delay; one
+     * run after it promotes the job. Which one this is shows in the
+     * clock read just after it. */
+    redisReply *due = redisCommand(fx_conn, "ZSCORE %s JOB1", fx_q.names[KEY_DELAYED]);
+    long long at = atoll(due->str);
+    freeReplyObject(due);
     r = lanes_call(fx_conn, &fx_q, SCRIPT_PROMOTE, "100", NULL);
-    cr_assert_eq(r->element[0]->integer, 0, "nothing is due yet");
-    cr_assert_geq(r->element[1]->integer, 0);
-    cr_assert_leq(r->element[1]->integer, 40, "next due within the retry delay");
-    freeReplyObject(r);
-    fx_sleep_ms(60);
-    r = lanes_call(fx_conn, &fx_q, SCRIPT_PROMOTE, "100", NULL);
+    long long after = fx_now_ms();
+    if (r->element[0]->integer == 0) {
+        cr_assert_geq(r->element[1]->integer, 0);
+        cr_assert_leq(r->element[1]->integer, 300, "next due within the retry delay");
+        freeReplyObject(r);
+        fx_await_past(at);
+        r = lanes_call(fx_conn, &fx_q, SCRIPT_PROMOTE, "100", NULL);
+    } else {
+        cr_assert_geq(after, at, "promoted before it was due");
+    }
     cr_assert_eq(r->element[0]->integer, 1);
     cr_assert_eq(r->element[1]->integer, -1);
     freeReplyObject(r);
@@ -182,17 +222,18 @@ LANE_TEST(lease, default_backoff_doubles_per_attempt)
     cr_assert_eq(fx_enqueue("JOB1", NULL, "{}"), 1);
     struct leased j;
     cr_assert_eq(fx_claim_flat(1, 30000, &j), 1);
+    /* The fail runs between these two readings of Redis's clock. */
+    long long before = fx_now_ms();
     redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_FAIL, "JOB1", j.lease, "x", "-1", "0", NULL);
+    long long after = fx_now_ms();
     cr_assert_str_eq(r->str, "delayed");
     freeReplyObject(r);
-    redisReply *t = redisCommand(fx_conn, "TIME");
-    long long now = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
-    freeReplyObject(t);
     r = redisCommand(fx_conn, "ZSCORE %s JOB1", fx_q.names[KEY_DELAYED]);
     long long due = atoll(r->str);
     freeReplyObject(r);
-    cr_assert(due - now > 900 && due - now <= 1000, "first retry after ~1 s, got %lld ms",
-              due - now);
+    cr_assert(due >= before + 1000 && due <= after + 1000,
+              "first retry 1 s after the fail: due %lld ms after the reading before it",
+              due - before);
 }
 
 LANE_TEST(lease, extend_moves_the_deadline_so_the_reaper_skips_it)
@@ -206,7 +247,7 @@ LANE_TEST(lease, extend_moves_the_deadline_so_the_reaper_skips_it)
     cr_assert_gt(r->integer, deadline + 50000);
     long long extended = r->integer;
     freeReplyObject(r);
-    fx_sleep_ms(40);
+    fx_await_past(deadline); /* the original lease has run out */
     r = lanes_call(fx_conn, &fx_q, SCRIPT_REAP, "100", NULL);
     cr_assert_eq(r->element[0]->integer, 0, "an extended lease is not reaped");
     cr_assert_gt(r->element[1]->integer, 50000, "next expiry is the extended one");
@@ -251,7 +292,7 @@ LANE_TEST(lease, reap_dead_letters_when_attempts_are_spent)
     cr_assert_eq(fx_enqueue_delayed("JOB1", NULL, 0, 1), 1);
     struct leased j;
     cr_assert_eq(fx_claim_flat(1, 1, &j), 1);
-    fx_sleep_ms(5);
+    fx_await_past(fx_now_ms() + 1); /* the 1 ms lease, taken before now, has run out */
     redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_REAP, "100", NULL);
     cr_assert_eq(r->element[0]->integer, 1);
     freeReplyObject(r);
@@ -270,8 +311,9 @@ LANE_TEST(lease, reap_is_bounded_per_call)
         cr_assert_eq(fx_enqueue(job, "TENa", "{}"), 1);
     }
     struct leased j[10];
-    cr_assert_eq(fx_claim(10, 1, j, NULL), 10);
-    fx_sleep_ms(5);
+    long long deadline;
+    cr_assert_eq(fx_claim(10, 1, j, &deadline), 10);
+    fx_await_past(deadline);
     redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_REAP, "4", NULL);
     cr_assert_eq(r->element[0]->integer, 4);
     cr_assert_eq(r->element[1]->integer, 0, "more are already due");
@@ -290,7 +332,10 @@ LANE_TEST(lease, delayed_enqueue_waits_for_promote)
     cr_assert_str_eq(v, "delayed");
     struct leased j;
     cr_assert_eq(fx_claim(1, 30000, &j, NULL), 0);
-    fx_sleep_ms(50);
+    redisReply *due = redisCommand(fx_conn, "ZSCORE %s JOB1", fx_q.names[KEY_DELAYED]);
+    long long at = atoll(due->str);
+    freeReplyObject(due);
+    fx_await_past(at);
     redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_PROMOTE, "10", NULL);
     cr_assert_eq(r->element[0]->integer, 1);
     freeReplyObject(r);

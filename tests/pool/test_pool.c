@@ -13,6 +13,7 @@
 
 #include "pool.h"
 #include "redis_server.h"
+#include "wait.h"
 
 /* One request's outcome, filled by reply_cb. */
 struct call {
@@ -21,8 +22,8 @@ struct call {
     int type;
     long long integer;
     char str[64];
-    uint64_t sent_ms, done_ms;
-    uint64_t seq; /* the order callbacks ran in */
+    uint64_t sent_ms, done_ms; /* by the loop's clock, the one deadlines run on */
+    uint64_t seq;              /* the order callbacks ran in */
 };
 
 /* The world of one test: its loop, its redis-server, its pool. */
@@ -38,9 +39,10 @@ static struct {
     uint64_t seq;
 } w;
 
-static uint64_t now_ms(void)
+/* The loop's clock: the pool stamps a request's deadline with it. */
+static uint64_t loop_ms(void)
 {
-    return uv_hrtime() / 1000000;
+    return uv_now(&w.loop);
 }
 
 static void tick_cb(uv_timer_t *t)
@@ -48,15 +50,28 @@ static void tick_cb(uv_timer_t *t)
     (void)t;
 }
 
-/* Run the loop until cond holds or ms pass; a ticking timer keeps it awake. */
-#define RUN_UNTIL(cond, ms)                                                                        \
+/* Run the loop until cond holds or the wait's deadline (a hang guard)
+ * passes; a ticking timer keeps it awake. The caller asserts cond. */
+#define RUN_UNTIL(cond)                                                                            \
     do {                                                                                           \
-        uint64_t until_ = now_ms() + (ms);                                                         \
+        struct wait ru_;                                                                           \
+        wait_begin(&ru_, 0);                                                                       \
         uv_timer_start(&w.tick, tick_cb, 5, 5);                                                    \
-        while (!(cond) && now_ms() < until_)                                                       \
+        while (!(cond) && !wait_expired(&ru_))                                                     \
             uv_run(&w.loop, UV_RUN_ONCE);                                                          \
         uv_timer_stop(&w.tick);                                                                    \
     } while (0)
+
+/* An INFO integer of the test's redis-server, on a connection of its own
+ * (the pool's loop need not run meanwhile). */
+static long long redis_info(const char *section, const char *key)
+{
+    redisContext *rc = redis_server_connect(&w.rs);
+    cr_assert_not_null(rc);
+    long long v = redis_info_int(rc, section, key);
+    redisFree(rc);
+    return v;
+}
 
 static void setup(void)
 {
@@ -94,7 +109,7 @@ static void reply_cb(void *priv, int status, redisReply *reply)
     c->calls++;
     c->seq = ++w.seq;
     c->status = status;
-    c->done_ms = now_ms();
+    c->done_ms = loop_ms();
     c->type = reply != NULL ? reply->type : -1;
     if (reply != NULL && reply->type == REDIS_REPLY_INTEGER)
         c->integer = reply->integer;
@@ -118,10 +133,10 @@ static void open_pool(const struct pool_config *cfg)
     cr_assert_eq(pool_new(&w.loop, cfg, &w.pool), 0);
     pool_on_state(w.pool, state_cb, NULL);
     struct pool_stats st = {0};
-    RUN_UNTIL((pool_stats(w.pool, &st), st.connected == cfg->size), 5000);
+    RUN_UNTIL((pool_stats(w.pool, &st), st.connected == cfg->size));
     cr_assert_eq(st.connected, cfg->size, "pool never came up: %s", pool_last_error(w.pool));
     cr_assert(pool_up(w.pool));
-    RUN_UNTIL(w.ups == 1, 1000);
+    RUN_UNTIL(w.ups == 1);
     cr_assert_eq(w.ups, 1, "on_state(up) fires once");
 }
 
@@ -136,7 +151,7 @@ static void finish(void)
 {
     if (w.pool != NULL && w.closed == 0)
         pool_close(w.pool, done_cb, NULL);
-    RUN_UNTIL(w.closed == 1, 5000);
+    RUN_UNTIL(w.closed == 1);
     cr_assert_eq(w.closed, w.pool != NULL ? 1 : 0, "done runs once");
     uv_close((uv_handle_t *)&w.tick, NULL);
     uv_run(&w.loop, UV_RUN_DEFAULT);
@@ -148,7 +163,7 @@ static int command(struct call *c, const char *a0, const char *a1, const char *a
     const char *argv[3] = {a0, a1, a2};
     int argc = a2 != NULL ? 3 : a1 != NULL ? 2 : 1;
 
-    c->sent_ms = now_ms();
+    c->sent_ms = loop_ms();
     w.in_submit = true;
     int rc = pool_command(w.pool, NULL, argc, argv, NULL, reply_cb, c);
     w.in_submit = false;
@@ -160,7 +175,7 @@ static int depth(struct call *c, const struct keys *k, const char *group)
     const char *argv[1] = {group};
     size_t lens[1] = {strlen(group)};
 
-    c->sent_ms = now_ms();
+    c->sent_ms = loop_ms();
     w.in_submit = true;
     int rc = pool_script(w.pool, NULL, SCRIPT_DEPTH, k, 1, argv, lens, reply_cb, c);
     w.in_submit = false;
@@ -177,7 +192,7 @@ Test(pool, script_call_round_trip)
     cr_assert_eq(keys_init(&k, "q", 1), 0);
     cr_assert_eq(depth(&ok, &k, ""), 0);
     cr_assert_eq(depth(&bad, &k, "not a group"), 0);
-    RUN_UNTIL(ok.calls && bad.calls, 3000);
+    RUN_UNTIL(ok.calls && bad.calls);
     cr_assert_eq(ok.calls, 1);
     cr_assert_eq(ok.status, 0);
     cr_assert_eq(ok.type, REDIS_REPLY_INTEGER);
@@ -199,7 +214,7 @@ static long long set_then_strlen(const char *key, const char *value, size_t n)
 
     cr_assert_eq(pool_command(w.pool, NULL, 3, argv, lens, reply_cb, &set), 0);
     cr_assert_eq(command(&len, "STRLEN", key, NULL), 0);
-    RUN_UNTIL(len.calls, 10000);
+    RUN_UNTIL(len.calls);
     cr_assert_eq(set.status, 0);
     cr_assert_str_eq(set.str, "OK");
     cr_assert_eq(len.status, 0);
@@ -236,7 +251,7 @@ Test(pool, pipelined_burst_answered_in_order_per_connection)
     }
     pool_stats(w.pool, &st);
     cr_assert_eq(st.inflight, BURST);
-    RUN_UNTIL((pool_stats(w.pool, &st), st.inflight == 0), 10000);
+    RUN_UNTIL((pool_stats(w.pool, &st), st.inflight == 0));
     cr_assert_eq(st.inflight, 0);
 
     /* Round-robin over four ready connections puts i on connection i % 4;
@@ -281,7 +296,7 @@ static void chain_cb(void *priv, int status, redisReply *reply)
     if (status == 0 && chain_next < 50) {
         const char *argv[1] = {"PING"};
         struct call *c = &chain[chain_next++];
-        c->sent_ms = now_ms();
+        c->sent_ms = loop_ms();
         pool_command(w.pool, NULL, 1, argv, NULL, chain_cb, c);
     }
 }
@@ -290,14 +305,16 @@ Test(pool, a_command_sent_from_a_callback_goes_out_without_another_event)
 {
     /* No ticking timer here: if a command queued inside a callback waited
      * for some other event to be written, the loop would sleep until the
-     * pool's 10 s deadline timer and the chain would time out. */
-    struct pool_config cfg = config(1, 10000);
+     * pool's deadline timer (an hour) and the chain would fail, or never
+     * end before the wait's own deadline. */
+    struct pool_config cfg = config(1, 3600000);
     open_pool(&cfg);
     const char *argv[1] = {"PING"};
     chain_next = 1;
     cr_assert_eq(pool_command(w.pool, NULL, 1, argv, NULL, chain_cb, &chain[0]), 0);
-    uint64_t until = now_ms() + 5000;
-    while (chain[49].calls == 0 && now_ms() < until)
+    struct wait guard;
+    wait_begin(&guard, 0);
+    while (chain[49].calls == 0 && !wait_expired(&guard))
         uv_run(&w.loop, UV_RUN_ONCE);
     for (int i = 0; i < 50; i++) {
         cr_assert_eq(chain[i].calls, 1, "link %d of the chain never came back", i);
@@ -327,9 +344,9 @@ Test(pool, script_flush_under_load_fails_nothing)
             cr_assert_eq(depth(&calls[r][i], &k, ""), 0);
         }
         /* Let part of each round through before the next flush. */
-        RUN_UNTIL((pool_stats(w.pool, &st), st.inflight < FLUSH_BATCH / 2), 5000);
+        RUN_UNTIL((pool_stats(w.pool, &st), st.inflight < FLUSH_BATCH / 2));
     }
-    RUN_UNTIL((pool_stats(w.pool, &st), st.inflight == 0), 20000);
+    RUN_UNTIL((pool_stats(w.pool, &st), st.inflight == 0));
     for (int r = 0; r < FLUSH_ROUNDS; r++) {
         cr_assert_str_eq(flush[r].str, "OK");
         for (int i = 0; i < FLUSH_BATCH; i++) {
@@ -345,64 +362,68 @@ Test(pool, script_flush_under_load_fails_nothing)
     finish();
 }
 
-/* The up to n of calls that have run, and the slowest one's latency. */
-static int answered(const struct call *calls, int n, uint64_t *slowest)
+/* How many of the n calls have run; the quickest one's time from
+ * submission to callback, by the loop's clock, into *quickest (may be
+ * NULL). */
+static int answered(const struct call *calls, int n, uint64_t *quickest)
 {
     int done = 0;
-    *slowest = 0;
+    uint64_t lo = UINT64_MAX;
     for (int i = 0; i < n; i++) {
         if (calls[i].calls == 0)
             continue;
         done++;
-        if (calls[i].done_ms - calls[i].sent_ms > *slowest)
-            *slowest = calls[i].done_ms - calls[i].sent_ms;
+        uint64_t took = calls[i].done_ms - calls[i].sent_ms;
+        lo = took < lo ? took : lo;
     }
+    if (quickest != NULL)
+        *quickest = lo;
     return done;
 }
 
+/* The request deadline is an hour here, far past the wait's hang guard:
+ * a request that fails while the test waits failed because the pool saw
+ * the backend go, not because its deadline came. */
 Test(pool, killed_redis_fails_requests_then_recovers_on_restart)
 {
     static struct call calls[1000];
     struct call later[10] = {0}, ping = {0}, script = {0};
-    struct pool_config cfg = config(2, 500);
+    struct pool_config cfg = config(2, 3600000);
     struct keys k;
     struct pool_stats st;
-    uint64_t slowest;
 
     open_pool(&cfg);
     cr_assert_eq(keys_init(&k, "q", 1), 0);
     for (int i = 0; i < 1000; i++)
         cr_assert_eq(depth(&calls[i], &k, ""), 0);
     redis_server_kill(&w.rs);
-    RUN_UNTIL(answered(calls, 1000, &slowest) == 1000, 3000);
-    cr_assert_eq(answered(calls, 1000, &slowest), 1000, "requests hung on a dead backend");
-    cr_assert_leq(slowest, 500 + 500, "a request took %llu ms to fail",
-                  (unsigned long long)slowest);
+    RUN_UNTIL(answered(calls, 1000, NULL) == 1000);
+    cr_assert_eq(answered(calls, 1000, NULL), 1000, "requests hung on a dead backend");
     for (int i = 0; i < 1000; i++) {
         cr_assert_eq(calls[i].calls, 1);
         cr_assert_eq(calls[i].status, POOL_EUNAVAILABLE);
     }
-    RUN_UNTIL(w.downs == 1, 1000);
+    RUN_UNTIL(w.downs == 1);
     cr_assert_eq(w.downs, 1, "on_state(down) fires once");
     cr_assert_not(pool_up(w.pool));
 
-    /* While down, requests fail promptly and never inside the call. */
+    /* While down, requests fail at once (not by their deadline) and never
+     * inside the call. */
     for (int i = 0; i < 10; i++)
         cr_assert_eq(command(&later[i], "PING", NULL, NULL), 0);
     cr_assert_eq(w.reentered, 0);
-    RUN_UNTIL(answered(later, 10, &slowest) == 10, 1000);
-    cr_assert_eq(answered(later, 10, &slowest), 10);
-    cr_assert_leq(slowest, 200);
+    RUN_UNTIL(answered(later, 10, NULL) == 10);
+    cr_assert_eq(answered(later, 10, NULL), 10, "requests waited on a backend known down");
     for (int i = 0; i < 10; i++)
         cr_assert_eq(later[i].status, POOL_EUNAVAILABLE);
 
     /* A new redis-server on the same port: scripts reloaded, up again. */
     cr_assert_eq(redis_server_restart(&w.rs, NULL), 0);
-    RUN_UNTIL(w.ups == 2, 5000);
+    RUN_UNTIL(w.ups == 2);
     cr_assert_eq(w.ups, 2, "on_state(up) after the restart: %s", pool_last_error(w.pool));
     cr_assert_eq(command(&ping, "PING", NULL, NULL), 0);
     cr_assert_eq(depth(&script, &k, ""), 0);
-    RUN_UNTIL(ping.calls && script.calls, 3000);
+    RUN_UNTIL(ping.calls && script.calls);
     cr_assert_eq(ping.status, 0);
     cr_assert_str_eq(ping.str, "PONG");
     cr_assert_eq(script.status, 0);
@@ -413,40 +434,47 @@ Test(pool, killed_redis_fails_requests_then_recovers_on_restart)
     finish();
 }
 
+/* A stopped backend answers nothing: each request fails when its 300 ms
+ * deadline comes, by the loop's clock, and not before. */
 Test(pool, stopped_redis_fails_requests_by_their_deadline)
 {
     struct call calls[50] = {0}, later = {0}, ping = {0};
     struct pool_config cfg = config(2, 300);
-    uint64_t slowest;
+    uint64_t quickest;
 
     open_pool(&cfg);
     cr_assert_eq(kill(w.rs.pid, SIGSTOP), 0);
     for (int i = 0; i < 50; i++)
         cr_assert_eq(command(&calls[i], "PING", NULL, NULL), 0);
-    RUN_UNTIL(answered(calls, 50, &slowest) == 50, 3000);
-    cr_assert_eq(answered(calls, 50, &slowest), 50, "requests hung on a stopped backend");
-    cr_assert_geq(slowest, 250, "failed before the deadline (%llu ms)",
-                  (unsigned long long)slowest);
-    cr_assert_leq(slowest, 300 + 500, "failed %llu ms after submission",
-                  (unsigned long long)slowest);
+    RUN_UNTIL(answered(calls, 50, NULL) == 50);
+    cr_assert_eq(answered(calls, 50, &quickest), 50, "requests hung on a stopped backend");
+    cr_assert_geq(quickest, 300, "failed before the deadline (%llu ms)",
+                  (unsigned long long)quickest);
     for (int i = 0; i < 50; i++)
         cr_assert_eq(calls[i].status, POOL_EUNAVAILABLE);
-    RUN_UNTIL(w.downs == 1, 1000);
+    RUN_UNTIL(w.downs == 1);
     cr_assert_eq(w.downs, 1);
 
     /* Reconnects are accepted by the kernel but never set up: still down. */
     cr_assert_eq(command(&later, "PING", NULL, NULL), 0);
-    RUN_UNTIL(later.calls, 1000);
+    RUN_UNTIL(later.calls);
     cr_assert_eq(later.status, POOL_EUNAVAILABLE);
-    cr_assert_leq(later.done_ms - later.sent_ms, 200);
 
     cr_assert_eq(kill(w.rs.pid, SIGCONT), 0);
-    RUN_UNTIL(w.ups == 2, 5000);
+    RUN_UNTIL(w.ups == 2);
     cr_assert_eq(w.ups, 2, "never recovered: %s", pool_last_error(w.pool));
     cr_assert_eq(command(&ping, "PING", NULL, NULL), 0);
-    RUN_UNTIL(ping.calls, 3000);
+    RUN_UNTIL(ping.calls);
     cr_assert_eq(ping.status, 0);
     finish();
+}
+
+/* True once Redis has served the BLPOP and it blocks no more: its answer
+ * has been written to the pool's socket by then. */
+static bool blpop_answered(void)
+{
+    return redis_info("commandstats", "cmdstat_blpop:calls=") == 1 &&
+           redis_info("clients", "blocked_clients:") == 0;
 }
 
 Test(pool, busy_loop_does_not_fail_replies_already_received)
@@ -456,13 +484,18 @@ Test(pool, busy_loop_does_not_fail_replies_already_received)
 
     open_pool(&cfg);
     /* Answered by Redis after 200 ms, inside the deadline... */
+    long long submitted = wait_now_ms();
     cr_assert_eq(command(&slow, "BLPOP", "emq:test:never", "0.2"), 0);
     for (int i = 0; i < 5; i++)
         uv_run(&w.loop, UV_RUN_NOWAIT);
-    /* ...but the loop is busy for 600 ms: the watchdog fires before the
-     * poll phase and must read what arrived before calling it overdue. */
-    usleep(600 * 1000);
-    RUN_UNTIL(slow.calls, 2000);
+    /* ...but the loop is busy until the answer is in its socket and the
+     * deadline has passed: the watchdog fires before the poll phase and
+     * must read what arrived before calling it overdue. */
+    await(blpop_answered(), "Redis to answer the BLPOP");
+    long long busy = submitted + 300 + 50 - wait_now_ms();
+    if (busy > 0)
+        wait_sleep_ms((long)busy); /* the point: the deadline passes meanwhile */
+    RUN_UNTIL(slow.calls);
     cr_assert_eq(slow.calls, 1);
     cr_assert_eq(slow.status, 0, "a reply already in the socket was failed");
     cr_assert_eq(slow.type, REDIS_REPLY_NIL);
@@ -491,24 +524,21 @@ static void message_cb(void *priv, const char *channel, const char *msg, size_t 
     snprintf(inbox.last, sizeof(inbox.last), "%.*s", (int)len, msg);
 }
 
-/* PUBLISH text on chan every 20 ms until a message arrives. */
-static void publish_until_received(const char *chan, const char *text)
+/* Once the pool has (re)subscribed `subscribed` times in all, one PUBLISH
+ * of text on chan must arrive. */
+static void publish_once_subscribed(int subscribed, const char *chan, const char *text)
 {
-    static struct call pubs[256];
-    int sent = 0;
-
+    struct call pub = {0};
+    RUN_UNTIL(inbox.subscribed >= subscribed);
+    cr_assert_eq(inbox.subscribed, subscribed, "never (re)subscribed: %s", pool_last_error(w.pool));
     inbox.count = 0;
-    uint64_t until = now_ms() + 5000;
-    while (inbox.count == 0 && now_ms() < until && sent < 256) {
-        memset(&pubs[sent], 0, sizeof(pubs[sent]));
-        cr_assert_eq(command(&pubs[sent++], "PUBLISH", chan, text), 0);
-        RUN_UNTIL(inbox.count > 0, 20);
-    }
-    cr_assert_gt(inbox.count, 0, "no message on %s: %s", chan, pool_last_error(w.pool));
+    cr_assert_eq(command(&pub, "PUBLISH", chan, text), 0);
+    RUN_UNTIL(inbox.count > 0 && pub.calls);
+    cr_assert_eq(pub.status, 0);
+    cr_assert_eq(pub.integer, 1, "one subscriber at Redis");
+    cr_assert_eq(inbox.count, 1, "no message on %s: %s", chan, pool_last_error(w.pool));
     cr_assert_str_eq(inbox.channel, chan);
     cr_assert_str_eq(inbox.last, text);
-    /* Let the remaining PUBLISH replies arrive before the stack frame goes. */
-    RUN_UNTIL(answered(pubs, sent, &(uint64_t){0}) == sent, 3000);
 }
 
 Test(pool, pubsub_delivers_and_resubscribes_after_restart)
@@ -519,14 +549,14 @@ Test(pool, pubsub_delivers_and_resubscribes_after_restart)
     open_pool(&cfg);
     cr_assert_eq(pool_subscribe(w.pool, "emq:test:chan", message_cb, &inbox), 0);
     cr_assert_eq(pool_subscribe(w.pool, "emq:test:chan", message_cb, &inbox), -EEXIST);
-    publish_until_received("emq:test:chan", "hello");
+    publish_once_subscribed(1, "emq:test:chan", "hello");
 
     redis_server_kill(&w.rs);
-    RUN_UNTIL(w.downs == 1, 2000);
+    RUN_UNTIL(w.downs == 1);
     cr_assert_eq(redis_server_restart(&w.rs, NULL), 0);
-    RUN_UNTIL(w.ups == 2, 5000);
+    RUN_UNTIL(w.ups == 2);
     cr_assert_eq(w.ups, 2);
-    publish_until_received("emq:test:chan", "again");
+    publish_once_subscribed(2, "emq:test:chan", "again");
     cr_assert_eq(inbox.subscribed, 2, "subscribed, then resubscribed after the restart");
     finish();
 }
@@ -534,20 +564,21 @@ Test(pool, pubsub_delivers_and_resubscribes_after_restart)
 Test(pool, close_with_requests_pending_calls_each_back_once)
 {
     struct call calls[100] = {0}, refused = {0};
-    struct pool_config cfg = config(2, 10000);
-    uint64_t slowest;
+    struct pool_config cfg = config(2, 3600000);
 
     open_pool(&cfg);
-    /* BLPOP on a key nobody pushes: Redis holds every one of them. */
+    /* BLPOP on a key nobody pushes: Redis holds every one of them (the
+     * first on each connection blocks it, the rest wait behind). */
     for (int i = 0; i < 100; i++)
         cr_assert_eq(command(&calls[i], "BLPOP", "emq:test:never", "0"), 0);
-    RUN_UNTIL(false, 100);
-    cr_assert_eq(answered(calls, 100, &slowest), 0);
+    RUN_UNTIL(redis_info("clients", "blocked_clients:") == 2);
+    cr_assert_eq(redis_info("clients", "blocked_clients:"), 2, "both connections blocked");
+    cr_assert_eq(answered(calls, 100, NULL), 0);
 
     pool_close(w.pool, done_cb, NULL);
     cr_assert_eq(command(&refused, "PING", NULL, NULL), -ESHUTDOWN);
     cr_assert_eq(w.reentered, 0, "close ran a callback inside the call");
-    RUN_UNTIL(w.closed, 3000);
+    RUN_UNTIL(w.closed);
     cr_assert_eq(w.closed, 1);
     for (int i = 0; i < 100; i++) {
         cr_assert_eq(calls[i].calls, 1, "request %d called back %d times", i, calls[i].calls);
@@ -576,7 +607,7 @@ Test(pool, close_from_inside_a_callback)
     open_pool(&cfg);
     cr_assert_eq(pool_command(w.pool, NULL, 1, argv, NULL, close_from_callback_cb, &first), 0);
     cr_assert_eq(command(&second, "BLPOP", "emq:test:never", "0"), 0);
-    RUN_UNTIL(w.closed, 3000);
+    RUN_UNTIL(w.closed);
     cr_assert_eq(w.closed, 1);
     cr_assert_eq(first.calls, 1);
     cr_assert_eq(first.status, 0);
@@ -588,7 +619,9 @@ Test(pool, close_from_inside_a_callback)
 
 Test(pool, no_backend_fails_promptly_and_keeps_retrying)
 {
-    struct pool_config cfg = config(2, 5000);
+    /* An hour's deadline: whatever fails while the test waits failed at
+     * once, not by its deadline. */
+    struct pool_config cfg = config(2, 3600000);
     struct call c = {0};
     struct pool_stats st;
 
@@ -603,12 +636,12 @@ Test(pool, no_backend_fails_promptly_and_keeps_retrying)
     cr_assert_not(pool_up(w.pool));
     cr_assert_eq(command(&c, "PING", NULL, NULL), 0);
     cr_assert_eq(c.calls, 0, "failed inside the call");
-    RUN_UNTIL(c.calls, 1000);
+    RUN_UNTIL(c.calls);
+    cr_assert_eq(c.calls, 1, "a request on a pool that never came up hung");
     cr_assert_eq(c.status, POOL_EUNAVAILABLE);
-    cr_assert_leq(c.done_ms - c.sent_ms, 200);
 
-    /* A refused connect is noticed at once, not at the 5 s deadline. */
-    RUN_UNTIL((pool_stats(w.pool, &st), st.reconnects >= 4), 1000);
+    /* A refused connect is noticed at once, not at the deadline. */
+    RUN_UNTIL((pool_stats(w.pool, &st), st.reconnects >= 4));
     cr_assert_geq(st.reconnects, 4, "refused connects went unnoticed");
     cr_assert_neq(pool_last_error(w.pool)[0], '\0');
     cr_assert_eq(w.ups + w.downs, 0);
@@ -631,7 +664,7 @@ Test(pool, auth_and_select)
     cfg.db = 3;
     open_pool(&cfg);
     cr_assert_eq(command(&set, "SET", "emq:test:db", "three"), 0);
-    RUN_UNTIL(set.calls, 2000);
+    RUN_UNTIL(set.calls);
     cr_assert_eq(set.status, 0);
     r = redisCommand(rc, "GET emq:test:db");
     cr_assert_eq(r->type, REDIS_REPLY_NIL, "written in db 0, not 3");
@@ -656,7 +689,7 @@ Test(pool, wrong_password_never_comes_up)
     struct pool_config cfg = config(1, 1000);
     cfg.password = "wrong";
     cr_assert_eq(pool_new(&w.loop, &cfg, &w.pool), 0);
-    RUN_UNTIL(false, 300);
+    RUN_UNTIL(strstr(pool_last_error(w.pool), "WRONGPASS") != NULL);
     cr_assert_not(pool_up(w.pool));
     cr_assert(strstr(pool_last_error(w.pool), "WRONGPASS") != NULL, "last error: %s",
               pool_last_error(w.pool));
@@ -678,7 +711,7 @@ Test(pool, unix_socket)
     cfg.unix_path = path;
     open_pool(&cfg);
     cr_assert_eq(command(&ping, "PING", NULL, NULL), 0);
-    RUN_UNTIL(ping.calls, 2000);
+    RUN_UNTIL(ping.calls);
     cr_assert_eq(ping.status, 0);
     cr_assert_str_eq(ping.str, "PONG");
     finish();
@@ -715,7 +748,7 @@ Test(pool, a_route_keeps_its_requests_in_order)
         const char *argv[] = {"RPUSH", "routed", num[i]};
         cr_assert_eq(pool_command(w.pool, &rt, 3, argv, NULL, reply_cb, &calls[i]), 0);
     }
-    RUN_UNTIL(calls[N - 1].calls == 1, 10000);
+    RUN_UNTIL(calls[N - 1].calls == 1);
     for (int i = 0; i < N; i++) {
         cr_assert_eq(calls[i].status, 0, "request %d failed", i);
         cr_assert_eq(calls[i].integer, i + 1, "request %d ran as number %lld", i, calls[i].integer);
@@ -752,7 +785,7 @@ Test(pool, a_route_keeps_its_order_across_noscript)
             pool_script(w.pool, &rt, SCRIPT_DEPTH, &k, 1, group, NULL, reply_cb, &calls[2 + 2 * i]),
             0);
     }
-    RUN_UNTIL(calls[2 * N].calls == 1, 10000);
+    RUN_UNTIL(calls[2 * N].calls == 1);
     for (int i = 0; i < 2 * N + 1; i++) {
         cr_assert_eq(calls[i].calls, 1, "request %d answered once", i);
         cr_assert_eq(calls[i].status, 0, "request %d failed", i);

@@ -13,11 +13,11 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "supervise.h"
+#include "wait.h"
 
 /* One test's world: its loop, its temporary directory, its supervisor. */
 static uv_loop_t loop;
@@ -57,17 +57,6 @@ static void teardown(void)
 }
 
 TestSuite(supervise, .init = setup, .fini = teardown, .timeout = 60);
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static uint64_t now_ms(void)
-{
-    return uv_hrtime() / 1000000;
-}
 
 static void fail_cb(void *priv, int err)
 {
@@ -120,34 +109,28 @@ static redisContext *try_ping(const char *sock)
     return c;
 }
 
-/* Turn the loop (without blocking) until the server at sock answers. */
-static redisContext *await_ping(const char *sock, int timeout_ms)
+/* Turn the loop once without blocking (the supervisor reaps and
+ * restarts from it); true, so it can lead a wait's condition. */
+static bool turn(void)
 {
-    uint64_t end = now_ms() + timeout_ms;
+    uv_run(&loop, UV_RUN_NOWAIT);
+    return true;
+}
 
-    while (now_ms() < end) {
-        uv_run(&loop, UV_RUN_NOWAIT);
-        redisContext *c = try_ping(sock);
-        if (c != NULL)
-            return c;
-        sleep_ms(10);
-    }
-    return NULL;
+/* Turn the loop until the server at sock answers; NULL if it never does. */
+static redisContext *await_ping(const char *sock)
+{
+    redisContext *c = NULL;
+    wait_for(turn() && (c = try_ping(sock)) != NULL);
+    return c;
 }
 
 /* Turn the loop until the supervisor runs a child other than old. */
-static int await_new_pid(int old, int timeout_ms)
+static int await_new_pid(int old)
 {
-    uint64_t end = now_ms() + timeout_ms;
-
-    while (now_ms() < end) {
-        uv_run(&loop, UV_RUN_NOWAIT);
-        int pid = supervise_pid(sup);
-        if (pid > 0 && pid != old)
-            return pid;
-        sleep_ms(5);
-    }
-    return 0;
+    int pid = 0;
+    wait_for(turn() && (pid = supervise_pid(sup)) > 0 && pid != old);
+    return pid > 0 && pid != old ? pid : 0;
 }
 
 static void command_ok(redisContext *c, const char *const *argv, int argc)
@@ -189,7 +172,7 @@ Test(supervise, starts_and_answers_ping)
     cr_assert_eq(stat(data, &st), 0);
     cr_assert_eq(st.st_mode & 0777, 0700, "the data dir is private");
 
-    redisContext *c = await_ping(supervise_socket(sup), 10000);
+    redisContext *c = await_ping(supervise_socket(sup));
     cr_assert_not_null(c, "the embedded redis answers on %s", sock);
     /* No TCP listener at all: only the socket. */
     const char *get_port[] = {"CONFIG", "GET", "port"};
@@ -212,7 +195,7 @@ Test(supervise, writes_an_aof)
     struct supervise_config cfg = config();
 
     cr_assert_eq(supervise_start(&loop, &cfg, &sup), 0);
-    redisContext *c = await_ping(supervise_socket(sup), 10000);
+    redisContext *c = await_ping(supervise_socket(sup));
     cr_assert_not_null(c);
     const char *set[] = {"SET", "k", "v"};
     command_ok(c, set, 3);
@@ -227,7 +210,7 @@ Test(supervise, restarts_after_a_crash_with_its_data)
     struct supervise_config cfg = config();
 
     cr_assert_eq(supervise_start(&loop, &cfg, &sup), 0);
-    redisContext *c = await_ping(supervise_socket(sup), 10000);
+    redisContext *c = await_ping(supervise_socket(sup));
     cr_assert_not_null(c);
     /* Write through to disk so the data does not depend on timing. */
     const char *always[] = {"CONFIG", "SET", "appendfsync", "always"};
@@ -238,10 +221,10 @@ Test(supervise, restarts_after_a_crash_with_its_data)
 
     int old = supervise_pid(sup);
     cr_assert_eq(kill(old, SIGKILL), 0);
-    int pid = await_new_pid(old, 10000);
+    int pid = await_new_pid(old);
     cr_assert_gt(pid, 0, "a new child was spawned");
 
-    c = await_ping(supervise_socket(sup), 10000);
+    c = await_ping(supervise_socket(sup));
     cr_assert_not_null(c, "the restarted redis answers on the same socket");
     const char *get[] = {"GET", "survivor"};
     redisReply *r = redisCommandArgv(c, 2, get, NULL);
@@ -266,20 +249,18 @@ Test(supervise, stop_during_backoff)
 {
     struct supervise_config cfg = config();
 
-    cfg.restart_min_ms = cfg.restart_max_ms = 60000;
+    /* A backoff of an hour: a stop that waited it out would never end
+     * within the test. */
+    cfg.restart_min_ms = cfg.restart_max_ms = 3600000;
     cr_assert_eq(supervise_start(&loop, &cfg, &sup), 0);
     int pid = supervise_pid(sup);
     cr_assert_eq(kill(pid, SIGKILL), 0);
-    uint64_t end = now_ms() + 10000;
-    while (supervise_pid(sup) != 0 && now_ms() < end) {
-        uv_run(&loop, UV_RUN_NOWAIT);
-        sleep_ms(5);
-    }
-    cr_assert_eq(supervise_pid(sup), 0, "the death was noticed");
+    await(turn() && supervise_pid(sup) == 0, "the supervisor to notice the death");
 
-    uint64_t t0 = now_ms();
+    long long t0 = wait_now_ms();
     stop_and_close();
-    cr_assert_lt(now_ms() - t0, 5000, "stop does not wait out the backoff");
+    cr_assert_lt(wait_now_ms() - t0, (long long)cfg.restart_min_ms,
+                 "stop does not wait out the backoff");
 }
 
 Test(supervise, missing_binary_fails_at_start)
@@ -305,11 +286,7 @@ Test(supervise, gives_up_when_the_child_keeps_exiting)
 
     cfg.redis_bin = "false";
     cr_assert_eq(supervise_start(&loop, &cfg, &sup), 0);
-    uint64_t end = now_ms() + 10000;
-    while (fail_calls == 0 && now_ms() < end) {
-        uv_run(&loop, UV_RUN_NOWAIT);
-        sleep_ms(5);
-    }
+    await(turn() && fail_calls > 0, "the supervisor to give up");
     cr_assert_eq(fail_calls, 1);
     cr_assert_eq(fail_err, -ECHILD);
     cr_assert_eq(supervise_pid(sup), 0);
@@ -336,7 +313,7 @@ Test(supervise, stale_socket_does_not_break_start)
     cr_assert(path_exists(data, "redis.sock"));
 
     cr_assert_eq(supervise_start(&loop, &cfg, &sup), 0);
-    redisContext *c = await_ping(supervise_socket(sup), 10000);
+    redisContext *c = await_ping(supervise_socket(sup));
     cr_assert_not_null(c, "redis-server replaced the stale socket");
     redisFree(c);
     stop_and_close();
@@ -348,7 +325,7 @@ Test(supervise, a_second_supervisor_on_the_data_dir_is_refused)
     struct supervise *second = (struct supervise *)&second;
 
     cr_assert_eq(supervise_start(&loop, &cfg, &sup), 0);
-    redisContext *c = await_ping(supervise_socket(sup), 10000);
+    redisContext *c = await_ping(supervise_socket(sup));
     cr_assert_not_null(c);
     redisFree(c);
     cr_assert_eq(supervise_start(&loop, &cfg, &second), -EBUSY,
@@ -365,11 +342,12 @@ Test(supervise, sigkill_after_the_grace_period)
     struct supervise_config cfg = config();
     char script[256];
 
-    /* A "server" that ignores SIGTERM (SIG_IGN survives exec). */
+    /* A "server" that ignores SIGTERM (SIG_IGN survives exec), and says
+     * so with a file once its trap is in. */
     snprintf(script, sizeof(script), "%s/stubborn", tmp);
     FILE *f = fopen(script, "w");
     cr_assert_not_null(f);
-    fputs("#!/bin/sh\ntrap '' TERM\nexec sleep 60\n", f);
+    fprintf(f, "#!/bin/sh\ntrap '' TERM\n: > %s/trapped\nexec sleep 3600\n", tmp);
     fclose(f);
     cr_assert_eq(chmod(script, 0700), 0);
     cfg.redis_bin = script;
@@ -377,10 +355,12 @@ Test(supervise, sigkill_after_the_grace_period)
 
     cr_assert_eq(supervise_start(&loop, &cfg, &sup), 0);
     int pid = supervise_pid(sup);
-    sleep_ms(200); /* let the shell install its trap */
-    uint64_t t0 = now_ms();
+    await(path_exists(tmp, "trapped"), "the shell to install its trap");
+    long long t0 = wait_now_ms();
     stop_and_close();
-    cr_assert_geq(now_ms() - t0, 290);
+    /* It outlived SIGTERM: only the SIGKILL at the end of the grace
+     * period stopped it. */
+    cr_assert_geq(wait_now_ms() - t0, 290, "stopped before the grace period was over");
     cr_assert_eq(kill(pid, 0), -1);
     cr_assert_eq(errno, ESRCH);
 }
@@ -437,7 +417,7 @@ Test(supervise, an_orphan_left_by_a_killed_emqd_is_stopped_and_replaced)
     cr_assert_eq(system(cmd), 0);
     char sock[128];
     snprintf(sock, sizeof(sock), "%s/redis.sock", data);
-    redisContext *c = await_ping(sock, 10000);
+    redisContext *c = await_ping(sock);
     cr_assert_not_null(c, "the orphan did not start");
     redisReply *r = redisCommand(c, "SET survived yes");
     freeReplyObject(r);
@@ -450,7 +430,7 @@ Test(supervise, an_orphan_left_by_a_killed_emqd_is_stopped_and_replaced)
 
     cr_assert_eq(supervise_start(&loop, &cfg, &sup), 0);
     cr_assert(gone(orphan), "the orphan is gone");
-    c = await_ping(supervise_socket(sup), 10000);
+    c = await_ping(supervise_socket(sup));
     cr_assert_not_null(c);
     r = redisCommand(c, "GET survived");
     cr_assert_eq(r->type, REDIS_REPLY_STRING, "the orphan's data was kept (AOF)");

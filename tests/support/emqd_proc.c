@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,20 +19,7 @@
 #include <unistd.h>
 
 #include "redis_server.h"
-
-long long tc_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void tc_sleep_ms(long ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
+#include "wait.h"
 
 static int tcp_connect(int port)
 {
@@ -51,11 +39,33 @@ static int tcp_connect(int port)
     return fd;
 }
 
-/* Start emqd on p->port (already chosen). */
+/* True if extra names the option opt. */
+static bool has_option(const char *const *extra, const char *opt)
+{
+    for (; extra != NULL && *extra != NULL; extra++)
+        if (strcmp(*extra, opt) == 0)
+            return true;
+    return false;
+}
+
+/* True once the child exited (p->pid is then 0) or accepts on p->port. */
+static bool started_or_gone(struct emqd_proc *p)
+{
+    if (test_reaped(&p->pid, NULL))
+        return true;
+    int fd = tcp_connect(p->port);
+    if (fd < 0)
+        return false;
+    close(fd);
+    return true;
+}
+
+/* Start emqd on p->port (already chosen), serving /metrics on
+ * p->metrics_port unless extra chose its own --metrics. */
 static int start_on_port(struct emqd_proc *p, int redis_port, const char *const *extra)
 {
     const char *bin = getenv("EMQD");
-    char redis[64], listen[64];
+    char redis[64], listen[64], metrics[64];
     const char *argv[64];
     int n = 0;
 
@@ -70,6 +80,13 @@ static int start_on_port(struct emqd_proc *p, int redis_port, const char *const 
     }
     argv[n++] = "--listen";
     argv[n++] = listen;
+    if (has_option(extra, "--metrics"))
+        p->metrics_port = 0;
+    else if (p->metrics_port > 0) {
+        snprintf(metrics, sizeof(metrics), "127.0.0.1:%d", p->metrics_port);
+        argv[n++] = "--metrics";
+        argv[n++] = metrics;
+    }
     for (; extra != NULL && *extra != NULL && n < 62; extra++)
         argv[n++] = *extra;
     argv[n] = NULL;
@@ -83,30 +100,24 @@ static int start_on_port(struct emqd_proc *p, int redis_port, const char *const 
         int devnull = open("/dev/null", O_RDWR);
         if (devnull >= 0)
             dup2(devnull, STDIN_FILENO);
+        int log = p->log[0] ? open(p->log, O_WRONLY | O_CREAT | O_APPEND, 0600) : -1;
+        if (log >= 0)
+            dup2(log, STDERR_FILENO);
         execv(bin, (char *const *)argv);
         _exit(127);
     }
-    for (int i = 0; i < 500; i++) {
-        int status;
-        if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
-            p->pid = 0;
-            return -ECHILD;
-        }
-        int fd = tcp_connect(p->port);
-        if (fd >= 0) {
-            close(fd);
-            return 0;
-        }
-        tc_sleep_ms(10);
+    if (!wait_for(started_or_gone(p))) {
+        emqd_kill(p);
+        return -ETIMEDOUT;
     }
-    emqd_kill(p);
-    return -ETIMEDOUT;
+    return p->pid > 0 ? 0 : -ECHILD;
 }
 
 int emqd_start(struct emqd_proc *p, int redis_port, const char *const *extra)
 {
     p->port = test_free_port();
-    if (p->port < 0)
+    p->metrics_port = test_free_port();
+    if (p->port < 0 || p->metrics_port < 0)
         return -EADDRNOTAVAIL;
     return start_on_port(p, redis_port, extra);
 }
@@ -116,6 +127,37 @@ int emqd_restart(struct emqd_proc *p, int redis_port, const char *const *extra)
     if (p->pid > 0 || p->port <= 0)
         return -EINVAL;
     return start_on_port(p, redis_port, extra);
+}
+
+int emqd_log_to_file(struct emqd_proc *p)
+{
+    snprintf(p->log, sizeof(p->log), "/tmp/emq-emqd-log-XXXXXX");
+    int fd = mkstemp(p->log);
+    if (fd < 0) {
+        p->log[0] = '\0';
+        return -errno;
+    }
+    close(fd);
+    return 0;
+}
+
+bool emqd_log_has(const struct emqd_proc *p, const char *needle)
+{
+    static char text[1 << 20];
+    FILE *f = p->log[0] ? fopen(p->log, "r") : NULL;
+    if (f == NULL)
+        return false;
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    return strstr(text, needle) != NULL;
+}
+
+void emqd_log_remove(struct emqd_proc *p)
+{
+    if (p->log[0])
+        unlink(p->log);
+    p->log[0] = '\0';
 }
 
 void emqd_rss_shows_live_memory(void)
@@ -150,17 +192,13 @@ int emqd_stop(struct emqd_proc *p)
     if (p->pid <= 0)
         return -1;
     kill(p->pid, SIGTERM);
-    for (int i = 0; i < 1000; i++) {
-        if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
-            p->pid = 0;
-            if (WIFEXITED(status))
-                return WEXITSTATUS(status);
-            return 128 + WTERMSIG(status);
-        }
-        tc_sleep_ms(10);
+    if (!wait_for_ms(10000, test_reaped(&p->pid, &status))) {
+        emqd_kill(p);
+        return -1;
     }
-    emqd_kill(p);
-    return -1;
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    return 128 + WTERMSIG(status);
 }
 
 void emqd_kill(struct emqd_proc *p)
@@ -221,14 +259,14 @@ int tc_send_line(struct tc_conn *c, const char *line)
  * and -2 on EOF or error. */
 static long fill_line(struct tc_conn *c, int timeout_ms)
 {
-    long long deadline = tc_now_ms() + timeout_ms;
+    long long deadline = wait_now_ms() + timeout_ms;
     for (;;) {
         char *nl = memchr(c->buf, '\n', c->len);
         if (nl != NULL)
             return nl - c->buf;
         if (c->len == sizeof(c->buf))
             return -2;
-        long long left = deadline - tc_now_ms();
+        long long left = deadline - wait_now_ms();
         if (left <= 0)
             return -1;
         struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
@@ -283,7 +321,7 @@ json_t *tc_call(struct tc_conn *c, const char *fmt, ...)
     int rc = tc_send_line(c, line);
     if (line != stack)
         free(line);
-    return rc == 0 ? tc_read(c, 5000) : NULL;
+    return rc == 0 ? tc_read(c, wait_deadline_ms(0)) : NULL;
 }
 
 const char *tc_error(const json_t *reply)
@@ -297,19 +335,59 @@ int tc_ok(const json_t *reply)
     return json_is_true(json_object_get(reply, "ok"));
 }
 
+/* True if a depth call on c answers ok. */
+static bool backend_answers(struct tc_conn *c)
+{
+    json_t *r = tc_call(c, "{\"op\":\"depth\",\"queue\":\"emq-test-ready\"}");
+    bool ok = tc_ok(r);
+    json_decref(r);
+    return ok;
+}
+
 int emqd_await_backend(struct emqd_proc *p)
 {
     struct tc_conn *c = tc_connect(p->port);
     if (c == NULL)
         return -ECONNREFUSED;
-    int ok = 0;
-    for (long long t0 = tc_now_ms(); !ok && tc_now_ms() - t0 < 5000;) {
-        json_t *r = tc_call(c, "{\"op\":\"depth\",\"queue\":\"emq-test-ready\"}");
-        ok = tc_ok(r);
-        json_decref(r);
-        if (!ok)
-            tc_sleep_ms(20);
-    }
+    bool ok = wait_for(backend_answers(c));
     tc_close(c);
     return ok ? 0 : -ETIMEDOUT;
+}
+
+long long emqd_metric(const struct emqd_proc *p, const char *series)
+{
+    static char resp[1 << 20];
+    if (p->metrics_port <= 0)
+        return -1;
+    int fd = tcp_connect(p->metrics_port);
+    if (fd < 0)
+        return -1;
+    static const char get[] = "GET /metrics HTTP/1.1\r\nHost: emq-test\r\n\r\n";
+    size_t len = 0;
+    if (send(fd, get, sizeof(get) - 1, MSG_NOSIGNAL) == (ssize_t)sizeof(get) - 1) {
+        /* One answer per connection, then the daemon closes it. */
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        while (len + 1 < sizeof(resp) && poll(&pfd, 1, wait_deadline_ms(0)) == 1) {
+            ssize_t r = recv(fd, resp + len, sizeof(resp) - 1 - len, 0);
+            if (r <= 0)
+                break;
+            len += (size_t)r;
+        }
+    }
+    close(fd);
+    resp[len] = '\0';
+    if (strncmp(resp, "HTTP/1.1 200", 12) != 0)
+        return -1;
+    size_t n = strlen(series);
+    for (const char *line = strstr(resp, "\r\n\r\n"); line != NULL; line = strchr(line, '\n')) {
+        line++;
+        if (strncmp(line, series, n) == 0 && line[n] == ' ')
+            return atoll(line + n + 1);
+    }
+    return -1;
+}
+
+bool emqd_quiet(const struct emqd_proc *p)
+{
+    return emqd_metric(p, "emqd_pool_inflight") == 0;
 }

@@ -3,6 +3,7 @@
 #ifndef EMQ_TEST_EMQD_PROC_H
 #define EMQ_TEST_EMQD_PROC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -12,17 +13,31 @@
 struct emqd_proc {
     pid_t pid;
     int port;
+    int metrics_port; /* its /metrics, or 0 when extra chose its own */
+    char log[64];     /* its stderr goes here when set (emqd_log_to_file) */
 };
 
 /* Start $EMQD against redis on 127.0.0.1:redis_port (0: its embedded
  * default backend; pass --data-dir in extra), listening on a free
- * port; extra is a NULL-terminated list of further arguments or NULL. Waits
- * until it accepts a TCP connection. Returns 0 or -errno. */
+ * port; extra is a NULL-terminated list of further arguments or NULL.
+ * Unless extra has --metrics, it serves /metrics on another free port, so
+ * tests can wait on the daemon's own counters (emqd_metric). Waits until
+ * it accepts a TCP connection. Returns 0 or -errno. */
 int emqd_start(struct emqd_proc *p, int redis_port, const char *const *extra);
 
 /* Start it again on the port it had (after emqd_kill or emqd_stop), so
  * clients that reconnect to that port find it. Returns 0 or -errno. */
 int emqd_restart(struct emqd_proc *p, int redis_port, const char *const *extra);
+
+/* Send the stderr (its log) of p, from its next start on, to a new
+ * temporary file, appended across restarts. 0 or -errno. */
+int emqd_log_to_file(struct emqd_proc *p);
+
+/* True if p's log file holds needle (in its first MiB). */
+bool emqd_log_has(const struct emqd_proc *p, const char *needle);
+
+/* Remove p's log file, if it has one; its stderr is inherited again. */
+void emqd_log_remove(struct emqd_proc *p);
 
 /* Make the emqd children started from now on give freed memory back, so
  * that their VmRSS shows what they keep: a small quarantine under ASan
@@ -33,12 +48,25 @@ void emqd_rss_shows_live_memory(void);
 /* Its resident memory (VmRSS) in KiB, or -1. */
 long emqd_rss_kb(const struct emqd_proc *p);
 
-/* Wait (up to 5 s) until a backend op (depth) answers ok: emqd accepts
- * connections before its Redis pool is connected. 0 or -ETIMEDOUT. */
+/* Wait until a backend op (depth) answers ok: emqd accepts connections
+ * before its Redis pool is connected. 0 or -ETIMEDOUT. */
 int emqd_await_backend(struct emqd_proc *p);
 
+/* One sample of a series of its /metrics, named as the exposition writes
+ * it up to the value (e.g. "emqd_pool_inflight" or
+ * "emqd_jobs_total{queue=\"q\",event=\"claimed\"}"); -1 when it has no
+ * metrics port, does not answer, or has no such series. */
+long long emqd_metric(const struct emqd_proc *p, const char *series);
+
+/* True if no backend call of the daemon is awaiting its answer: every
+ * claim it made for its parked consumers, every upkeep pass and every
+ * release is back and handled. A request a client sent before asking
+ * this has been read by then (the daemon handles sockets in the order
+ * they became readable). */
+bool emqd_quiet(const struct emqd_proc *p);
+
 /* SIGTERM it and reap it: its wait status as an exit code (128+signal if it
- * died of a signal, -1 if it had to be SIGKILLed after 10 s). */
+ * died of a signal, -1 if it had to be SIGKILLed at the deadline). */
 int emqd_stop(struct emqd_proc *p);
 
 /* SIGKILL it and reap it (safe to call when already stopped). */
@@ -69,7 +97,8 @@ json_t *tc_read(struct tc_conn *c, int timeout_ms);
 /* True if the peer closed the connection within timeout_ms (no more lines). */
 int tc_read_eof(struct tc_conn *c, int timeout_ms);
 
-/* Send one request (printf-style JSON text) and read its reply (5 s).
+/* Send one request (printf-style JSON text) and read its reply (within
+ * wait_deadline_ms(0): a reply that does not come is a hang).
  * Caller owns the result; NULL on timeout. */
 json_t *tc_call(struct tc_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -78,11 +107,5 @@ const char *tc_error(const json_t *reply);
 
 /* True if reply is {"ok":true,...}. */
 int tc_ok(const json_t *reply);
-
-/* Milliseconds on a monotonic clock. */
-long long tc_now_ms(void);
-
-/* Sleep ms milliseconds. */
-void tc_sleep_ms(long ms);
 
 #endif

@@ -5,7 +5,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
+
+#include "wait.h"
 
 struct redis_server fx_redis;
 redisContext *fx_conn;
@@ -163,8 +164,14 @@ void fx_row(const char *job, const char *field, char *out, size_t cap)
     freeReplyObject(r);
 }
 
-void fx_sleep_ms(long ms)
+long long fx_now_ms(void)
 {
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    long long ms = redis_time_ms(fx_conn);
+    cr_assert_geq(ms, 0, "TIME failed: %s", fx_conn->errstr);
+    return ms;
+}
+
+void fx_await_past(long long ms)
+{
+    await(fx_now_ms() > ms, "Redis's clock to pass %lld", ms);
 }

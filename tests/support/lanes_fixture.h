@@ -66,6 +66,11 @@ void fx_ring(char *out, size_t cap);
 /* HGET of a job row field into out ("" when absent). */
 void fx_row(const char *job, const char *field, char *out, size_t cap);
 
-void fx_sleep_ms(long ms);
+/* Redis's clock in ms (the scripts' now_ms), asserting TIME answered. */
+long long fx_now_ms(void);
+
+/* Wait until Redis's clock is past ms (a lease deadline, a due time):
+ * what a test waits for when its point is that time passes. */
+void fx_await_past(long long ms);
 
 #endif

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <ftw.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -12,8 +13,9 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "wait.h"
 
 int test_free_port(void)
 {
@@ -29,12 +31,6 @@ int test_free_port(void)
         port = ntohs(sa.sin_port);
     close(fd);
     return port;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 static pid_t spawn(const struct redis_server *rs, const char *const *extra)
@@ -79,27 +75,36 @@ static pid_t spawn(const struct redis_server *rs, const char *const *extra)
     return pid;
 }
 
+bool test_reaped(pid_t *pid, int *status)
+{
+    int st;
+    if (*pid <= 0 || waitpid(*pid, &st, WNOHANG) != *pid)
+        return false;
+    *pid = 0;
+    if (status != NULL)
+        *status = st;
+    return true;
+}
+
+/* True once the child answers PING, or has exited (rs->pid is then 0). */
+static bool ready_or_gone(struct redis_server *rs)
+{
+    if (test_reaped(&rs->pid, NULL))
+        return true;
+    redisContext *c = redis_server_connect(rs);
+    if (c == NULL)
+        return false;
+    redisReply *r = redisCommand(c, "PING");
+    bool ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+    freeReplyObject(r);
+    redisFree(c);
+    return ok;
+}
+
 /* Wait until the child answers PING; 0, or -1 if it died or never did. */
 static int await_ready(struct redis_server *rs)
 {
-    for (int i = 0; i < 500; i++) {
-        int status;
-        if (waitpid(rs->pid, &status, WNOHANG) == rs->pid) {
-            rs->pid = 0;
-            return -1;
-        }
-        redisContext *c = redis_server_connect(rs);
-        if (c != NULL) {
-            redisReply *r = redisCommand(c, "PING");
-            int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-            freeReplyObject(r);
-            redisFree(c);
-            if (ok)
-                return 0;
-        }
-        sleep_ms(10);
-    }
-    return -1;
+    return wait_for(ready_or_gone(rs)) && rs->pid > 0 ? 0 : -1;
 }
 
 int redis_server_start(struct redis_server *rs, const char *const *extra)
@@ -142,7 +147,7 @@ int redis_server_restart(struct redis_server *rs, const char *const *extra)
             return -errno;
         if (await_ready(rs) == 0)
             return 0;
-        sleep_ms(20); /* the old socket may linger for a moment */
+        wait_sleep_ms(20); /* the old socket may linger for a moment */
     }
     return -EADDRINUSE;
 }
@@ -176,4 +181,36 @@ redisContext *redis_server_connect(const struct redis_server *rs)
         return NULL;
     }
     return c;
+}
+
+long long redis_time_ms(redisContext *c)
+{
+    redisReply *r = redisCommand(c, "TIME");
+    long long ms = -1;
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+        ms = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+    freeReplyObject(r);
+    return ms;
+}
+
+long long redis_server_time_ms(const struct redis_server *rs)
+{
+    redisContext *c = redis_server_connect(rs);
+    if (c == NULL)
+        return -1;
+    long long ms = redis_time_ms(c);
+    redisFree(c);
+    return ms;
+}
+
+long long redis_info_int(redisContext *c, const char *section, const char *key)
+{
+    redisReply *r = redisCommand(c, "INFO %s", section);
+    long long v = -1;
+    if (r != NULL && r->type == REDIS_REPLY_STRING) {
+        const char *p = strstr(r->str, key);
+        v = p != NULL ? atoll(p + strlen(key)) : 0;
+    }
+    freeReplyObject(r);
+    return v;
 }

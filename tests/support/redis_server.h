@@ -3,6 +3,7 @@
 #ifndef EMQ_TEST_REDIS_SERVER_H
 #define EMQ_TEST_REDIS_SERVER_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include <hiredis/hiredis.h>
@@ -30,6 +31,23 @@ void redis_server_stop(struct redis_server *rs);
 
 /* A new blocking connection to it, or NULL. */
 redisContext *redis_server_connect(const struct redis_server *rs);
+
+/* Redis's clock (TIME) in milliseconds: the clock every lane script reads
+ * (now_ms), so the one that says whether a lease or a delay has run out.
+ * -1 on a connection error. */
+long long redis_time_ms(redisContext *c);
+
+/* The same, on a connection of its own to rs. */
+long long redis_server_time_ms(const struct redis_server *rs);
+
+/* The integer that follows key (e.g. "blocked_clients:" or
+ * "cmdstat_blpop:calls=") in INFO section; 0 if key is absent, -1 on a
+ * connection error. */
+long long redis_info_int(redisContext *c, const char *section, const char *key);
+
+/* True if the child *pid has exited: it is reaped, its wait status goes
+ * into *status (may be NULL) and *pid becomes 0. Never blocks. */
+bool test_reaped(pid_t *pid, int *status);
 
 /* A free TCP port on 127.0.0.1 (the kernel picks it). */
 int test_free_port(void);

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "emqd_proc.h"
+#include "wait.h"
 
 void wl_init(struct workload *wl, const char *queue, const char *tag, int n, int groups,
              int ceiling)
@@ -130,7 +131,7 @@ static void settle(struct wl_worker *w, struct tc_conn *c, const json_t *job)
     while (now > max && !atomic_compare_exchange_weak(&wl->max_inflight[g], &max, now))
         ;
     if (w->hold_ms > 0)
-        tc_sleep_ms(w->hold_ms);
+        wait_sleep_ms(w->hold_ms); /* working on it */
     atomic_fetch_sub(&wl->inflight[g], 1);
     for (int tries = 0; tries < 100 && !atomic_load(&w->stop); tries++) {
         json_t *r =
@@ -151,8 +152,8 @@ static void settle(struct wl_worker *w, struct tc_conn *c, const json_t *job)
         }
         json_decref(r);
         if (!again)
-            return; /* done, refused, or the connection is gone */
-        tc_sleep_ms(50);
+            return;        /* done, refused, or the connection is gone */
+        wait_sleep_ms(50); /* a retry's backoff */
     }
 }
 
@@ -162,7 +163,7 @@ static void *worker_main(void *arg)
     struct tc_conn *c = NULL;
     while (!atomic_load(&w->stop)) {
         if (c == NULL && (c = tc_connect(w->port)) == NULL) {
-            tc_sleep_ms(50); /* the daemon is restarting */
+            wait_sleep_ms(50); /* the daemon is restarting: a retry's backoff */
             continue;
         }
         json_t *r = tc_call(c,
@@ -176,7 +177,7 @@ static void *worker_main(void *arg)
         json_t *jobs = json_object_get(r, "jobs");
         if (!tc_ok(r) && strcmp(tc_error(r), "EUNAVAILABLE") == 0) {
             atomic_fetch_add(&w->unavailable, 1);
-            tc_sleep_ms(50);
+            wait_sleep_ms(50); /* a retry's backoff */
         } else if (!tc_ok(r))
             atomic_fetch_add(&w->errors, 1);
         for (size_t k = 0; k < json_array_size(jobs); k++)
@@ -210,18 +211,18 @@ void wl_worker_stop(struct wl_worker *w)
     w->running = false;
 }
 
+/* True when every job of the set was completed at least once. */
+static bool all_done(const struct workload *wl)
+{
+    for (int i = 0; i < wl->n; i++)
+        if (atomic_load(&wl->done[i]) == 0)
+            return false;
+    return true;
+}
+
 bool wl_await_done(struct workload *wl, int timeout_ms)
 {
-    long long t0 = tc_now_ms();
-    while (tc_now_ms() - t0 < timeout_ms) {
-        int missing = 0;
-        for (int i = 0; i < wl->n && !missing; i++)
-            missing = atomic_load(&wl->done[i]) == 0;
-        if (!missing)
-            return true;
-        tc_sleep_ms(20);
-    }
-    return false;
+    return wait_for_ms(timeout_ms, all_done(wl));
 }
 
 /* True when job i's row says completed. */
@@ -236,26 +237,29 @@ static bool row_completed(struct workload *wl, struct tc_conn *c, int i)
     return done;
 }
 
+/* One pass over the jobs no worker saw completed: flag those whose row is
+ * completed as unacked. True when none is left. *c is (re)connected as
+ * needed. */
+static bool all_settled(struct workload *wl, int port, struct tc_conn **c)
+{
+    bool all = true;
+    for (int i = 0; i < wl->n; i++) {
+        if (atomic_load(&wl->done[i]) > 0 || wl->unacked[i])
+            continue;
+        if (*c == NULL)
+            *c = tc_connect(port);
+        if (*c != NULL && row_completed(wl, *c, i))
+            wl->unacked[i] = 1;
+        else
+            all = false;
+    }
+    return all;
+}
+
 bool wl_await_settled(struct workload *wl, int port, int timeout_ms)
 {
-    long long t0 = tc_now_ms();
     struct tc_conn *c = NULL;
-    bool all = false;
-    while (!all && tc_now_ms() - t0 < timeout_ms) {
-        all = true;
-        for (int i = 0; i < wl->n; i++) {
-            if (atomic_load(&wl->done[i]) > 0 || wl->unacked[i])
-                continue;
-            if (c == NULL)
-                c = tc_connect(port);
-            if (c != NULL && row_completed(wl, c, i))
-                wl->unacked[i] = 1;
-            else
-                all = false;
-        }
-        if (!all)
-            tc_sleep_ms(100);
-    }
+    bool all = wait_for_ms(timeout_ms, all_settled(wl, port, &c));
     tc_close(c);
     return all;
 }

@@ -73,8 +73,9 @@ int wl_worker_start(struct wl_worker *w, struct workload *wl, int port, int coun
                     int hold_ms);
 void wl_worker_stop(struct wl_worker *w);
 
-/* Wait until every job has been completed at least once (or timeout_ms);
- * true when all are. */
+/* Wait until every job has been completed at least once; true when all
+ * are, false at the deadline (wait_deadline_ms(timeout_ms): the hang
+ * guard of a whole drain, scaled for slow runs). */
 bool wl_await_done(struct workload *wl, int timeout_ms);
 
 /* As wl_await_done, for scenarios where a daemon dies: a job no worker
