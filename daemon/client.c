@@ -332,6 +332,14 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     buf->len = room_len;
 }
 
+/* Stop reading c (the lines already read stay in its frame buffer). */
+static void read_pause(struct client *c)
+{
+    if (c->reading)
+        uv_read_stop(&c->h.stream);
+    c->reading = false;
+}
+
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     struct client *c = st->data;
@@ -344,8 +352,7 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         log_event(LOG_DEBUG, "end of input: closing once every reply is written", "client=%s",
                   c->addr);
         c->eof = true;
-        uv_read_stop(&c->h.stream);
-        c->reading = false;
+        read_pause(c);
         if (!c->lines_left)
             client_shutdown(c);
         return;
@@ -384,13 +391,6 @@ void client_resume_all(struct server *s)
         client_unref(c);
         c = next;
     }
-}
-
-static void read_pause(struct client *c)
-{
-    if (c->reading)
-        uv_read_stop(&c->h.stream);
-    c->reading = false;
 }
 
 /* Run the complete lines in the frame buffer until none is left, the
