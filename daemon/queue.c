@@ -414,6 +414,13 @@ static void upkeep_schedule(struct queue *q)
         next = q->reap_next;
     if (q->promote_next < next)
         next = q->promote_next;
+    if (q->due_wanted != 0) { /* asked for while the pass ran */
+        uint64_t now = uv_now(q->srv->loop);
+        uint64_t in = q->due_wanted > now ? q->due_wanted - now : 0;
+        if (in < next)
+            next = in;
+        q->due_wanted = 0;
+    }
     uv_timer_start(&q->timer, upkeep_cb, next, 0);
 }
 
@@ -470,10 +477,18 @@ static void reap_cb(void *priv, int status, redisReply *reply)
 
 void queue_due_in(struct queue *q, uint64_t ms)
 {
-    /* While a pass runs, it reschedules itself from the scripts' own
-     * "next due" answer, which already sees this job. */
-    if (q->upkeep_busy || q->srv->stopping)
+    if (q->srv->stopping)
         return;
+    if (q->upkeep_busy) {
+        /* A pass reschedules itself from its scripts' "next due" answers,
+         * but it is two calls (reap, then promote): this lease or delayed
+         * job may have been made after the reap had answered. Remember
+         * when it is due; upkeep_schedule honours it. */
+        uint64_t at = uv_now(q->srv->loop) + ms;
+        if (q->due_wanted == 0 || at < q->due_wanted)
+            q->due_wanted = at;
+        return;
+    }
     if (!uv_is_active((uv_handle_t *)&q->timer) || uv_timer_get_due_in(&q->timer) > ms)
         uv_timer_start(&q->timer, upkeep_cb, ms, 0);
 }

@@ -260,6 +260,7 @@ struct queue {
     uv_timer_t timer; /* reap + promote */
     bool upkeep_busy;
     uint64_t reap_next, promote_next;
+    uint64_t due_wanted; /* loop time a lease or job made during a pass is due; 0 = none */
     /* completions gathered this loop turn, sent as one script call */
     struct req **batch;
     size_t nbatch, capbatch;

@@ -36,6 +36,21 @@ static inline void fx_teardown(void)
         redis_server_stop(&fx_redis);
 }
 
+/* Hold back (pause) or let go every write command at the fixture's
+ * Redis, script calls included (CLIENT PAUSE WRITE, on a connection of
+ * its own); the pause lasts an hour unless let go. */
+static inline void fx_redis_pause_writes(bool pause)
+{
+    redisContext *r = redis_server_connect(&fx_redis);
+    cr_assert_not_null(r);
+    redisReply *st =
+        pause ? redisCommand(r, "CLIENT PAUSE 3600000 WRITE") : redisCommand(r, "CLIENT UNPAUSE");
+    cr_assert(st != NULL && st->type == REDIS_REPLY_STATUS, "CLIENT %s refused",
+              pause ? "PAUSE" : "UNPAUSE");
+    freeReplyObject(st);
+    redisFree(r);
+}
+
 /* A new connection to the fixture's emqd; asserts on failure. */
 static inline struct tc_conn *fx_conn(void)
 {

@@ -437,3 +437,46 @@ Test(daemon, a_half_closed_client_gets_every_reply)
     cr_assert_eq(fx_stat(c, "hc", "pending"), N / 2, "every enqueue took effect");
     tc_close(c);
 }
+
+/* A lease made while an upkeep pass is between its two calls (reap, then
+ * promote) is still reaped at its deadline, although the reap answered
+ * before the lease existed: the pass's reschedule honours the due time
+ * asked for meanwhile. Upkeep runs hourly here, so only that due time can
+ * reap the lease. Redis holds every write back while a new queue's first
+ * pass sends its reap; the claim sent after it lands between the pass's
+ * two calls. */
+Test(daemon, a_lease_made_during_an_upkeep_pass_is_reaped_at_its_deadline)
+{
+    fx_teardown();
+    const char *const extra[] = {"--upkeep-ms", "3600000", NULL};
+    fx_start(extra);
+    struct tc_conn *c = fx_conn(), *p = fx_conn();
+    fx_redis_pause_writes(true);
+    /* The enqueue makes the queue, whose first pass starts on the loop's
+     * next turn. Two pings answered on another connection after it mean
+     * the loop has turned since the enqueue was read (it serves sockets
+     * in the order they became readable): the pass has sent its reap. */
+    cr_assert_eq(tc_send_line(c, "{\"op\":\"enqueue\",\"queue\":\"ur\",\"group\":\"TENa\","
+                                 "\"payload\":1}"),
+                 0);
+    for (int i = 0; i < 2; i++) {
+        json_t *r = tc_call(p, "{\"op\":\"ping\"}");
+        assert_ok(r);
+        json_decref(r);
+    }
+    cr_assert_eq(
+        tc_send_line(c, "{\"op\":\"claim\",\"queue\":\"ur\",\"count\":1,\"lease_ms\":300}"), 0);
+    json_t *r = tc_call(p, "{\"op\":\"ping\"}"); /* the claim was read and sent */
+    assert_ok(r);
+    json_decref(r);
+    fx_redis_pause_writes(false);
+    r = tc_read(c, wait_deadline_ms(0));
+    assert_ok(r);
+    json_decref(r);
+    json_t *cl = tc_read(c, wait_deadline_ms(0));
+    cr_assert_eq(json_array_size(claim_jobs(cl)), 1, "the claim leased the job");
+    json_decref(cl);
+    await(fx_stat(p, "ur", "pending") == 1, "the expired lease to be reaped by its own due time");
+    tc_close(c);
+    tc_close(p);
+}

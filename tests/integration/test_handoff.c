@@ -48,20 +48,6 @@ static long long redis_calls(const char *cmd)
     return n;
 }
 
-/* Hold back (pause) or let go every script call at Redis, on a
- * connection of its own; the pause lasts an hour unless let go. */
-static void redis_pause_writes(bool pause)
-{
-    redisContext *r = redis_server_connect(&fx_redis);
-    cr_assert_not_null(r);
-    redisReply *st =
-        pause ? redisCommand(r, "CLIENT PAUSE 3600000 WRITE") : redisCommand(r, "CLIENT UNPAUSE");
-    cr_assert(st != NULL && st->type == REDIS_REPLY_STATUS, "CLIENT %s refused",
-              pause ? "PAUSE" : "UNPAUSE");
-    freeReplyObject(st);
-    redisFree(r);
-}
-
 static json_t *ok_call(struct tc_conn *c, const char *line)
 {
     json_t *r = tc_call(c, "%s", line);
@@ -261,7 +247,7 @@ Test(handoff, a_consumer_gone_before_its_hand_off_lands_gets_the_job_back_unspen
     /* Parking claims once and finds nothing; no hand-off is asked for
      * while that claim is out (it might take the job itself). */
     fx_await_quiet(&fx_emqd);
-    redis_pause_writes(true);
+    fx_redis_pause_writes(true);
     const char *line = "{\"op\":\"enqueue\",\"queue\":\"h\",\"job\":\"JOBgone\","
                        "\"group\":\"TENa\",\"payload\":{},\"max_attempts\":1}\n";
     char closed_line[128];
@@ -273,7 +259,7 @@ Test(handoff, a_consumer_gone_before_its_hand_off_lands_gets_the_job_back_unspen
     /* The daemon read the line before the EOF behind it, so the enqueue is
      * at Redis by the time the end of input is logged. */
     bool closed = wait_for(emqd_log_has(&fx_emqd, closed_line));
-    redis_pause_writes(false);
+    fx_redis_pause_writes(false);
     cr_assert(closed, "emqd never logged the end of the worker's input");
 
     struct tc_conn *c = fx_conn();
