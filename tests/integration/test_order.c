@@ -187,6 +187,9 @@ Test(order, resume_then_claim_gets_the_job)
         pipeline(c, lines, r, 2);
         assert_ok(r[0]);
         json_t *job = only_job(r[1]);
+        char id[32];
+        snprintf(id, sizeof(id), "JOBre-%05d", i);
+        cr_assert_str_eq(jstr(job, "job"), id, "round %d: the resumed lane served its job", i);
         json_decref(job);
         free_all(r, 2);
     }
