@@ -311,8 +311,14 @@ static int setup_backend(struct emqd *d, uv_loop_t *loop, struct pool_config *pc
     const struct config *cfg = &d->cfg;
     if (cfg->redis != NULL) {
         /* The URL was checked when it was read: this cannot fail. */
-        if (config_parse_redis(cfg->redis, pc, d->url, sizeof(d->url)) != 0)
+        struct redis_url ru = {0};
+        if (config_parse_redis(cfg->redis, &ru, d->url, sizeof(d->url)) != 0)
             return 2;
+        pc->host = ru.host;
+        pc->port = ru.port;
+        pc->unix_path = ru.unix_path;
+        pc->password = ru.password;
+        pc->db = ru.db;
         if (cfg->redis_password != NULL)
             pc->password = cfg->redis_password;
         return pc->unix_path == NULL && resolve_redis_host(d, pc) != 0 ? 2 : 0;

@@ -82,7 +82,7 @@ int request_parse_plain(struct request *req, const char *line, size_t len,
                         struct request_error *err);
 
 /* When v is a payload request_parse kept as text, that text (NUL-
- * terminated, *len bytes): exactly what cmd_payload_text would write for
+ * terminated, *len bytes): exactly what payload_text would write for
  * the value jansson parses from it. NULL for any other value, which is
  * then an ordinary JSON value. */
 const char *request_payload_text(const json_t *v, size_t *len);

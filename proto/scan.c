@@ -128,7 +128,7 @@ static bool plain8(const unsigned char *p)
 }
 
 /* A string with no escape and no control byte: what it decodes to is its
- * bytes, and cmd_payload_text writes those bytes back unchanged. */
+ * bytes, and payload_text writes those bytes back unchanged. */
 static bool canon_string(struct cur *c)
 {
     /* The bytes a string holds as they are: ASCII but control bytes, the

@@ -42,7 +42,7 @@ void scan_deinit(struct scan *s);
 /* True when text (len bytes) is one JSON value that a request parse would
  * accept (valid UTF-8, no "\u0000", no duplicate keys, integers in the
  * signed 64-bit range, at most depth_room levels of arrays and objects)
- * and that cmd_payload_text would write back as exactly these bytes:
+ * and that payload_text would write back as exactly these bytes:
  * no whitespace, no backslash, no reals, no "-0". False means unsure, not
  * invalid. */
 bool scan_canonical(const char *text, size_t len, int depth_room);

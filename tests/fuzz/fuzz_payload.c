@@ -28,7 +28,7 @@ static const char *const heads[] = {
 static const char *const tails[] = {"", "}", "}]}"};
 
 /* A value scan_canonical accepts is one jansson parses, and
- * cmd_payload_text writes it back as the same bytes. */
+ * payload_text writes it back as the same bytes. */
 static void check_canonical(const char *text, size_t len)
 {
     if (!scan_canonical(text, len, REQUEST_DEPTH_MAX - 1))
@@ -37,7 +37,7 @@ static void check_canonical(const char *text, size_t len)
     CHECK(v != NULL);
     struct outbuf out;
     outbuf_init(&out);
-    CHECK(cmd_payload_text(&out, v) == 0);
+    CHECK(payload_text(&out, v) == 0);
     CHECK(out.len == len && memcmp(out.data, text, len) == 0);
     outbuf_deinit(&out);
     json_decref(v);

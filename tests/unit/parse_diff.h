@@ -5,8 +5,8 @@
  * (jansson alone), and everything the daemon uses of the result must
  * agree: the code and message, the echoed ref, the op, the tree and its
  * top-level key order, and for each payload an enqueue would store, its
- * text (the fast path's kept text, or cmd_payload_text of its tree,
- * against cmd_payload_text of the plain tree). Header-only: each includer
+ * text (the fast path's kept text, or payload_text of its tree,
+ * against payload_text of the plain tree). Header-only: each includer
  * is one program. */
 #ifndef EMQ_TEST_PARSE_DIFF_H
 #define EMQ_TEST_PARSE_DIFF_H
@@ -16,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd.h"
+#include "payload.h"
+#include "request.h"
 
 /* What a diff found: the first difference (empty when none) and how many
  * payloads the fast path kept as text. */
@@ -34,7 +35,7 @@ static char *diff_stored(const json_t *v, size_t *len)
     outbuf_init(&out);
     if (kept != NULL && outbuf_append(&out, kept, *len) != 0)
         abort();
-    if (kept == NULL && cmd_payload_text(&out, v) != 0)
+    if (kept == NULL && payload_text(&out, v) != 0)
         abort();
     *len = out.len;
     if (outbuf_append(&out, "", 1) != 0)

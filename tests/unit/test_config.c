@@ -8,11 +8,10 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "pool.h"
 
-static struct pool_config parse_ok(const char *url, char *buf, size_t cap)
+static struct redis_url parse_ok(const char *url, char *buf, size_t cap)
 {
-    struct pool_config pc = {0};
+    struct redis_url pc = {0};
     cr_assert_eq(config_parse_redis(url, &pc, buf, cap), 0, "%s should parse", url);
     return pc;
 }
@@ -20,7 +19,7 @@ static struct pool_config parse_ok(const char *url, char *buf, size_t cap)
 Test(config, redis_urls)
 {
     char buf[256];
-    struct pool_config pc = parse_ok("redis://127.0.0.1:6380/2", buf, sizeof(buf));
+    struct redis_url pc = parse_ok("redis://127.0.0.1:6380/2", buf, sizeof(buf));
     cr_assert_str_eq(pc.host, "127.0.0.1");
     cr_assert_eq(pc.port, 6380);
     cr_assert_eq(pc.db, 2);
@@ -42,7 +41,7 @@ Test(config, redis_urls)
 Test(config, bad_redis_urls_are_refused)
 {
     char buf[64];
-    struct pool_config pc = {0};
+    struct redis_url pc = {0};
     const char *bad[] = {"http://x",
                          "redis://1.2.3.4:0",
                          "redis://1.2.3.4:99999",

@@ -1,4 +1,4 @@
-/* The payload text an enqueue stores (cmd_payload_text) is byte for byte
+/* The payload text an enqueue stores (payload_text) is byte for byte
  * what json_dumps(JSON_COMPACT | JSON_ENCODE_ANY) wrote before it: every
  * value kind, every escape, multi-byte UTF-8, nesting, key order, and a
  * seeded random sweep of strings over all byte classes. */
@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd.h"
+#include "payload.h"
+#include "request.h"
 
 /* Parse text as a request would (duplicates rejected, any value), encode
  * the value both ways, and compare. */
@@ -19,7 +20,7 @@ static void same_as_jansson(const char *text, size_t len)
     char *want = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
     struct outbuf got;
     outbuf_init(&got);
-    cr_assert_eq(cmd_payload_text(&got, v), 0);
+    cr_assert_eq(payload_text(&got, v), 0);
     cr_assert_eq(got.len, strlen(want), "length %zu, jansson %zu for %s", got.len, strlen(want),
                  want);
     cr_assert(memcmp(got.data, want, got.len) == 0, "got %.*s, jansson %s", (int)got.len, got.data,

@@ -42,10 +42,6 @@ void cmd_num(char *buf, size_t cap, long long v);
 /* Run a lane script of the request's queue with r as the callback's priv;
  * answers EUNAVAILABLE itself when the pool refuses the call. */
 void cmd_script(struct req *r, enum script_id id, int argc, const char **argv, pool_reply_cb *cb);
-/* Append v's compact JSON text to out, byte for byte what
- * json_dumps(JSON_COMPACT | JSON_ENCODE_ANY) writes for a parsed request's
- * value, in one pass (the payload text an enqueue stores). 0 or -ENOMEM. */
-int cmd_payload_text(struct outbuf *out, const json_t *v);
 /* The reply is an error or the backend was unavailable: answer r from it
  * and return true. */
 bool cmd_failed(struct req *r, int status, redisReply *reply);

@@ -10,7 +10,6 @@
 
 #include "addr.h"
 #include "log.h"
-#include "pool.h"
 
 #define OFF(field) offsetof(struct config, field)
 #define DAY_MS     "86400000"
@@ -170,7 +169,7 @@ int config_set_why(struct config *c, const struct config_key *k, const char *val
     int rc = 0;
     char tmp[64], url[1024];
     struct sockaddr_storage sa;
-    struct pool_config pc = {0};
+    struct redis_url pc = {0};
 
     switch (k->type) {
     case CONFIG_STRING:
@@ -390,7 +389,7 @@ bool config_loopback(const char *listen)
     return addr_loopback(listen);
 }
 
-int config_parse_redis(const char *url, struct pool_config *pc, char *buf, size_t cap)
+int config_parse_redis(const char *url, struct redis_url *pc, char *buf, size_t cap)
 {
     if (strlen(url) >= cap)
         return -EINVAL;
@@ -514,7 +513,7 @@ int config_finish(struct config *c, char *err, size_t errlen)
                             *rk = config_key_find("redis", 5),
                             *pf = config_key_find("redis-password-file", 19);
     char why[1200], path[4200];
-    struct pool_config pc = {0};
+    struct redis_url pc = {0};
     char url[1024];
     int rc = 0;
 

@@ -134,10 +134,18 @@ int config_copy(struct config *dst, const struct config *src, const struct confi
 /* True if the HOST:PORT listens on loopback only (NULL: no listener). */
 bool config_loopback(const char *listen);
 
-/* Parse "redis://[:password@]HOST:PORT[/DB]" or "unix:///path[?db=N]" into
- * a pool configuration. Returns 0 or -EINVAL. The strings it stores point
- * into buf (size cap). */
-struct pool_config;
-int config_parse_redis(const char *url, struct pool_config *pc, char *buf, size_t cap);
+/* Where a backend URL points. The settings layer knows no pool: main.c
+ * copies this into the store's pool_config. */
+struct redis_url {
+    const char *host;      /* a name or an IP literal ("localhost" becomes 127.0.0.1) */
+    int port;              /* default 6379 */
+    const char *unix_path; /* set instead of host for unix:// */
+    const char *password;  /* NULL: none in the URL */
+    int db;                /* 0 unless given */
+};
+
+/* Parse "redis://[:password@]HOST:PORT[/DB]" or "unix:///path[?db=N]".
+ * Returns 0 or -EINVAL. The strings it stores point into buf (size cap). */
+int config_parse_redis(const char *url, struct redis_url *ru, char *buf, size_t cap);
 
 #endif
