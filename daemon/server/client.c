@@ -235,6 +235,11 @@ void req_backend_error(struct req *r, int status, const redisReply *reply)
     req_error(r, WIRE_EINTERNAL, "unexpected backend reply");
 }
 
+void req_store_error(struct req *r, const struct store_status *st)
+{
+    req_error(r, st->code, "%s", st->message);
+}
+
 struct server *req_server(const struct req *r)
 {
     return r->c->srv;

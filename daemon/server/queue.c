@@ -26,7 +26,17 @@ int queue_script(struct queue *q, enum script_id id, int argc, const char **argv
      * serve) must run after them: send them first. */
     if (id != SCRIPT_COMPLETE && q->nbatch > 0)
         flush_batch(q);
-    return pool_script(q->srv->pool, &q->route, id, &q->keys, argc, argv, NULL, cb, priv);
+    return pool_script(q->srv->pool, &q->store.route, id, &q->store.keys, argc, argv, NULL, cb,
+                       priv);
+}
+
+struct store_queue *queue_store(struct queue *q)
+{
+    /* As queue_script: a call made after this turn's completions (a claim
+     * that a completion's permit should serve) must run after them. */
+    if (q->nbatch > 0)
+        flush_batch(q);
+    return &q->store;
 }
 
 /* --- parking -------------------------------------------------------- */
@@ -655,7 +665,7 @@ void queue_start(struct queue *q)
     q->timer.data = q;
     q->reap_next = q->promote_next = 0;
     uv_timer_start(&q->timer, upkeep_cb, 0, 0);
-    if (pool_subscribe(q->srv->pool, q->keys.names[KEY_WAKE], wake_cb, q) == 0)
+    if (pool_subscribe(q->srv->pool, q->store.keys.names[KEY_WAKE], wake_cb, q) == 0)
         q->subscribed = true;
 }
 

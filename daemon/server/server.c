@@ -143,11 +143,11 @@ struct queue *server_queue(struct server *s, const char *name, size_t len)
     q->srv = s;
     memcpy(q->name, name, len);
     q->len = len;
-    if (keys_init(&q->keys, name, len) != 0 || map_put(&s->queues, q->name, len, q) != 0) {
+    if (store_queue_init(&q->store, s->pool, q->name, len) != 0 ||
+        map_put(&s->queues, q->name, len, q) != 0) {
         free(q);
         return NULL;
     }
-    pool_route_init(&q->route, q->name, len); /* the hash tag of "emq:{q}:" */
     queue_start(q);
     const char *argv[] = {"SADD", SERVER_QUEUES_KEY, q->name};
     pool_command(s->pool, NULL, 3, argv, NULL, ignore_cb, NULL);

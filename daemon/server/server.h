@@ -14,12 +14,12 @@
 #include "errors.h"
 #include "frame.h"
 #include "hist.h"
-#include "keys.h"
 #include "map.h"
 #include "mint.h"
 #include "pool.h"
 #include "reply.h"
 #include "request.h"
+#include "store.h"
 
 /* The set of queue names every daemon has used (outside any {q} slot). */
 #define SERVER_QUEUES_KEY "emq:queues"
@@ -149,6 +149,8 @@ void req_error(struct req *r, enum wire_error code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Finish from a pool reply that was an error or unavailable. */
 void req_backend_error(struct req *r, int status, const redisReply *reply);
+/* Finish with the error a store call ended with (st->code != 0). */
+void req_store_error(struct req *r, const struct store_status *st);
 /* Finish with a reply line already encoded (taken over from line). */
 void req_ok_line(struct req *r, struct outbuf *line);
 struct server *req_server(const struct req *r);
@@ -249,10 +251,9 @@ struct queue {
     struct server *srv;
     char name[BRAND_QUEUE_MAX + 1];
     size_t len;
-    struct keys keys;
-    /* Every backend call of this queue goes by this route, so they run at
-     * Redis in the order the daemon makes them (pool.h). */
-    struct pool_route route;
+    /* Its keys, and the route every backend call of it goes by, so they
+     * run at Redis in the order the daemon makes them (store.h). */
+    struct store_queue store;
     struct waiter *wait_head, *wait_tail;
     bool claiming[2], again[2]; /* [flat] */
     size_t handoffs[2];         /* [flat]: enqueues out asking for a hand-off (0 or 1) */
@@ -314,6 +315,9 @@ void queue_leased(struct queue *q, long long wait_ms);
 /* Append a claim reply's (job, lease) to release pairs (made if NULL). */
 json_t *queue_pair_add(json_t *pairs, redisReply **f);
 
+/* The queue's store, for a typed call (jobs.h, admin.h): the completions
+ * gathered this turn are sent first, so the call runs after them. */
+struct store_queue *queue_store(struct queue *q);
 /* Run a lane script for a queue; argv are NUL-terminated strings. */
 int queue_script(struct queue *q, enum script_id id, int argc, const char **argv, pool_reply_cb *cb,
                  void *priv);

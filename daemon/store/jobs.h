@@ -1,0 +1,106 @@
+/* jobs: the typed calls that produce and consume work (lua/enqueue.lua,
+ * claim.lua, claim_flat.lua, complete.lua, fail.lua, release.lua,
+ * extend.lua) and the upkeep (reap.lua, promote.lua). See store.h for
+ * what every call and callback promises. */
+#ifndef EMQ_STORE_JOBS_H
+#define EMQ_STORE_JOBS_H
+
+#include "store.h"
+
+/* --- enqueue --------------------------------------------------------- */
+
+struct store_enqueue_args {
+    const char *job;     /* a JOB id */
+    const char *group;   /* "" = ungrouped */
+    const char *payload; /* JSON text, payload_len bytes, NUL-terminated */
+    size_t payload_len;
+    long long delay_ms;     /* 0 = due now */
+    long long max_attempts; /* 0 = unlimited */
+    /* > 0: a consumer of the job's kind is parked on this daemon, and the
+     * script may lease the job to it at once, on this lease (see
+     * lua/enqueue.lua). */
+    uint64_t handoff_ms;
+};
+
+struct store_enqueued {
+    bool enqueued;      /* false: a duplicate id, nothing changed */
+    bool handed_off;    /* enqueued and leased at once: job and deadline are set */
+    long long deadline; /* the lease's deadline, ms on the Redis clock */
+    struct store_job job;
+};
+
+typedef void store_enqueue_cb(void *priv, const struct store_status *st,
+                              const struct store_enqueued *res);
+
+int store_enqueue(struct store_queue *sq, const struct store_enqueue_args *a, store_enqueue_cb *cb,
+                  void *priv);
+
+/* --- claim ------------------------------------------------------------- */
+
+struct store_leased {
+    long long deadline; /* shared by the batch, ms on the Redis clock */
+    size_t n;
+    const struct store_job *jobs; /* in the order served, with wait_ms */
+};
+
+typedef void store_claim_cb(void *priv, const struct store_status *st,
+                            const struct store_leased *res);
+
+/* Lease up to n jobs (1..) on lease_ms, from the ring (flat false) or the
+ * flat set. */
+int store_claim(struct store_queue *sq, bool flat, size_t n, uint64_t lease_ms, store_claim_cb *cb,
+                void *priv);
+
+/* --- settling ---------------------------------------------------------- */
+
+/* One outcome per pair, in order (n of them). */
+typedef void store_outcomes_cb(void *priv, const struct store_status *st, size_t n,
+                               const enum store_outcome *each);
+
+/* Complete n leased jobs in one call (STORE_COMPLETED, _ELEASE or
+ * _ENOJOB each); their rows are kept retention_ms. */
+int store_complete(struct store_queue *sq, uint64_t retention_ms, size_t n,
+                   const struct store_pair *pairs, store_outcomes_cb *cb, void *priv);
+
+/* Give n leases back at once (STORE_PENDING, _DEAD, _ELEASE or _ENOJOB
+ * each), recording reason. delivered false: nobody saw the jobs (their
+ * consumer was gone), so their attempt is given back. */
+int store_release(struct store_queue *sq, const char *reason, bool delivered, size_t n,
+                  const struct store_pair *pairs, store_outcomes_cb *cb, void *priv);
+
+/* A failed attempt: outcome STORE_DELAYED, _PENDING or _DEAD, or st->code
+ * WIRE_ELEASE / WIRE_ENOJOB. */
+typedef void store_fail_cb(void *priv, const struct store_status *st, enum store_outcome outcome);
+
+struct store_fail_args {
+    const char *job, *lease;
+    const char *error;  /* recorded on the row; "" for none */
+    long long retry_ms; /* -1: the default backoff; 0: back to its lane now */
+    bool dead;          /* dead-letter it now */
+};
+
+int store_fail(struct store_queue *sq, const struct store_fail_args *a, store_fail_cb *cb,
+               void *priv);
+
+/* The lease now runs until lease_until (ms on the Redis clock). */
+typedef void store_extend_cb(void *priv, const struct store_status *st, long long lease_until);
+
+int store_extend(struct store_queue *sq, const char *job, const char *lease, uint64_t lease_ms,
+                 store_extend_cb *cb, void *priv);
+
+/* --- upkeep ------------------------------------------------------------- */
+
+/* done: leases reaped or jobs promoted; next_ms: until the next one is
+ * due (-1: none is). */
+typedef void store_upkeep_cb(void *priv, const struct store_status *st, uint64_t done,
+                             long long next_ms);
+
+/* Reap up to max expired leases queue-wide. */
+int store_reap(struct store_queue *sq, uint64_t max, store_upkeep_cb *cb, void *priv);
+/* Promote up to max due delayed jobs. */
+int store_promote(struct store_queue *sq, uint64_t max, store_upkeep_cb *cb, void *priv);
+/* Reap up to max of one group's expired leases (next_ms is -1). */
+int store_reap_group(struct store_queue *sq, const char *group, uint64_t max, store_upkeep_cb *cb,
+                     void *priv);
+
+#endif

@@ -1,0 +1,109 @@
+/* store: a queue's keys and route, and the machinery every typed call
+ * shares (store_internal.h): one in-flight call per request, the mapping
+ * of a pool reply to a store_status, and the log line for a reply of a
+ * shape no script returns. */
+#include "store.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "store_internal.h"
+
+const struct store_status store_ok = {0, ""};
+
+int store_queue_init(struct store_queue *sq, struct pool *p, const char *name, size_t len)
+{
+    int rc = keys_init(&sq->keys, name, len);
+    if (rc != 0)
+        return rc;
+    sq->pool = p;
+    pool_route_init(&sq->route, name, len); /* the hash tag of "emq:{q}:" */
+    return 0;
+}
+
+const char *store_outcome_state(enum store_outcome o)
+{
+    switch (o) {
+    case STORE_COMPLETED:
+        return "completed";
+    case STORE_PENDING:
+        return "pending";
+    case STORE_DELAYED:
+        return "delayed";
+    case STORE_DEAD:
+        return "dead";
+    case STORE_ELEASE:
+    case STORE_ENOJOB:
+        break;
+    }
+    return NULL;
+}
+
+const char *store_num(char buf[24], long long v)
+{
+    snprintf(buf, 24, "%lld", v);
+    return buf;
+}
+
+bool store_int(const redisReply *r, long long *out)
+{
+    if (r->type == REDIS_REPLY_INTEGER) {
+        *out = r->integer;
+        return true;
+    }
+    if (r->type == REDIS_REPLY_STRING && r->len > 0 && r->len < 21 &&
+        strspn(r->str, "-0123456789") == r->len) {
+        *out = strtoll(r->str, NULL, 10);
+        return true;
+    }
+    return false;
+}
+
+void store_unexpected(const struct store_call *c, const redisReply *reply, struct store_status *st)
+{
+    log_event(LOG_ERROR, "unexpected backend reply", "script=%s type=%d elements=%zu",
+              script_table[c->id].name, reply ? reply->type : -1,
+              reply && reply->type == REDIS_REPLY_ARRAY ? reply->elements : 0);
+    *st = (struct store_status){WIRE_EINTERNAL, "unexpected backend reply"};
+}
+
+static void reply_cb(void *priv, int status, redisReply *reply)
+{
+    struct store_call *c = priv;
+    struct store_status st = store_ok;
+    if (status != 0 || reply == NULL) {
+        st = (struct store_status){WIRE_EUNAVAILABLE,
+                                   "the backend is not connected or did not answer in time; retry"};
+        reply = NULL;
+    } else if (reply->type == REDIS_REPLY_ERROR) {
+        /* Lane scripts fail with "ECODE message"; anything else (Redis's
+         * own ERR, OOM, BUSY...) is not the caller's doing. */
+        size_t w = strcspn(reply->str, " ");
+        st.code = wire_error_lookup(reply->str, w);
+        st.message = reply->str[w] ? reply->str + w + 1 : reply->str;
+        if (st.code == WIRE_EINTERNAL) {
+            char q[600];
+            log_event(LOG_ERROR, "backend error", "script=%s error=%s", script_table[c->id].name,
+                      log_quote(reply->str, q, sizeof(q)));
+        }
+        reply = NULL;
+    }
+    c->decode(c, &st, reply);
+    free(c);
+}
+
+int store_send(struct store_queue *sq, enum script_id id, int argc, const char **argv,
+               const size_t *lens, store_decode_fn *decode, void (*cb)(void), void *priv, size_t n)
+{
+    struct store_call *c = malloc(sizeof(*c));
+    if (c == NULL)
+        return -ENOMEM;
+    *c = (struct store_call){.id = id, .decode = decode, .cb = cb, .priv = priv, .n = n};
+    int rc = pool_script(sq->pool, &sq->route, id, &sq->keys, argc, argv, lens, reply_cb, c);
+    if (rc != 0)
+        free(c);
+    return rc;
+}

@@ -1,0 +1,47 @@
+/* store_internal: what the typed calls (store.c, jobs.c, admin.c) share:
+ * one in-flight call, and sending it. Not for use outside store/. */
+#ifndef EMQ_STORE_INTERNAL_H
+#define EMQ_STORE_INTERNAL_H
+
+#include <hiredis/hiredis.h>
+
+#include "store.h"
+
+struct store_call;
+
+/* Turns the reply of a call into its typed result and runs the caller's
+ * callback exactly once. With st->code set, reply is NULL: pass the error
+ * on. Otherwise reply is the script's non-error reply; a shape the script
+ * never returns goes to store_unexpected. */
+typedef void store_decode_fn(const struct store_call *c, const struct store_status *st,
+                             const redisReply *reply);
+
+struct store_call {
+    enum script_id id;
+    store_decode_fn *decode;
+    void (*cb)(void); /* the caller's typed callback, cast back by decode */
+    void *priv;
+    size_t n; /* what a call expects back (pairs sent), for decode */
+};
+
+/* Send script id for sq with ARGV argv[0..argc) (lens NULL: strlen; the
+ * prefix ARGV[1] is added by the pool). 0 or a negative errno as the
+ * calls promise (store.h). */
+int store_send(struct store_queue *sq, enum script_id id, int argc, const char **argv,
+               const size_t *lens, store_decode_fn *decode, void (*cb)(void), void *priv, size_t n);
+
+/* The reply had a shape the script never returns: log it, and fill *st
+ * with WIRE_EINTERNAL for the callback. */
+void store_unexpected(const struct store_call *c, const redisReply *reply, struct store_status *st);
+
+/* A successful status (code 0, message ""). */
+extern const struct store_status store_ok;
+
+/* Decimal text of v into buf (24 bytes suffice). Returns buf. */
+const char *store_num(char buf[24], long long v);
+
+/* An integer reply's value; a string reply of digits too. False when the
+ * element is neither. */
+bool store_int(const redisReply *r, long long *out);
+
+#endif
