@@ -575,34 +575,50 @@ static void on_close_cb(uv_handle_t *h)
     client_unref(h->data);
 }
 
-/* Give back every job leased to the client: one release call per queue. */
+/* Give back every job leased to the client: one release call per queue
+ * (a connection holds the jobs of a few queues, so the queues are found
+ * by a walk of the ones seen so far). */
 static void release_held(struct client *c)
 {
-    json_t *byq = json_object(); /* queue name -> [job, lease, ...] */
-    size_t b;
+    struct byq {
+        struct queue *q;
+        struct queue_pairs pairs;
+    } *qs = NULL;
+    size_t nq = 0, b;
+    bool oom = false;
 
     for (struct map_entry *e = map_first(&c->held, &b); e; e = map_next(&c->held, &b, e)) {
         struct lease *l = e->value;
-        json_t *pairs = json_object_get(byq, l->q->name);
-        if (pairs == NULL) {
-            pairs = json_array();
-            json_object_set_new(byq, l->q->name, pairs);
+        size_t i = 0;
+        while (i < nq && qs[i].q != l->q)
+            i++;
+        if (i == nq) {
+            struct byq *more = realloc(qs, (nq + 1) * sizeof(*qs));
+            if (more == NULL) {
+                oom = true;
+                continue;
+            }
+            qs = more;
+            qs[nq++] = (struct byq){.q = l->q};
         }
-        json_array_append_new(pairs, json_string(strchr(l->key, ' ') + 1));
-        json_array_append_new(pairs, json_string(l->lease));
-        free(l);
+        /* The strings stay in the lease table until the calls are made. */
+        if (queue_pairs_add(&qs[i].pairs, strchr(l->key, ' ') + 1, l->lease) != 0)
+            oom = true;
     }
-    map_deinit(&c->held);
-    const char *name;
-    json_t *pairs;
-    json_object_foreach(byq, name, pairs)
-    {
-        struct queue *q = map_get(&c->srv->queues, name, strlen(name));
+    if (oom)
+        log_event(LOG_WARN,
+                  "out of memory: some leases of a closed connection stay until they expire",
+                  "client=%s", c->addr);
+    for (size_t i = 0; i < nq; i++) {
         log_event(LOG_INFO, "connection closed holding jobs: released",
-                  "client=%s queue=%s jobs=%zu", c->addr, name, json_array_size(pairs) / 2);
-        queue_release(q, json_incref(pairs), "connection closed", true);
+                  "client=%s queue=%s jobs=%zu", c->addr, qs[i].q->name, qs[i].pairs.n);
+        queue_release(qs[i].q, qs[i].pairs.n, qs[i].pairs.v, "connection closed", true);
+        free(qs[i].pairs.v);
     }
-    json_decref(byq);
+    free(qs);
+    for (struct map_entry *e = map_first(&c->held, &b); e; e = map_next(&c->held, &b, e))
+        free(e->value);
+    map_deinit(&c->held);
 }
 
 void client_close(struct client *c, const char *why)

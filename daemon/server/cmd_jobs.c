@@ -36,7 +36,7 @@ static const struct arg_spec item_spec[] = {ENQ_FIELDS, END};
  * any) is written back into the item so the reply can name it. handoff_ms
  * > 0 lets the script lease the job at once (queue_handoff_begin). */
 static int enqueue_item(struct req *r, json_t *item, const char *dflt_group, uint64_t handoff_ms,
-                        pool_reply_cb *cb, void *priv)
+                        store_enqueue_cb *cb, void *priv)
 {
     struct server *s = req_server(r);
     const char *job = request_string(item, "job", NULL);
@@ -69,12 +69,16 @@ static int enqueue_item(struct req *r, json_t *item, const char *dflt_group, uin
         outbuf_deinit(&text);
         return -E2BIG;
     }
-    char delay[24], max[24], hand[24];
-    cmd_num(delay, sizeof(delay), request_int(item, "delay_ms", 0));
-    cmd_num(max, sizeof(max), request_int(item, "max_attempts", s->cfg->max_attempts));
-    cmd_num(hand, sizeof(hand), (json_int_t)handoff_ms);
-    const char *argv[] = {job, group, data, delay, max, hand};
-    int rc = queue_script(r->q, SCRIPT_ENQUEUE, handoff_ms ? 6 : 5, argv, cb, priv);
+    struct store_enqueue_args a = {
+        .job = job,
+        .group = group,
+        .payload = data,
+        .payload_len = len,
+        .delay_ms = request_int(item, "delay_ms", 0),
+        .max_attempts = request_int(item, "max_attempts", s->cfg->max_attempts),
+        .handoff_ms = handoff_ms,
+    };
+    int rc = store_enqueue(queue_store(r->q), &a, cb, priv);
     outbuf_deinit(&text);
     return rc;
 }
@@ -127,27 +131,26 @@ static bool enqueue_flat(struct req *r)
     return request_string(r->root, "group", NULL) == NULL;
 }
 
-static void enqueue_cb(void *priv, int status, redisReply *reply)
+static void enqueue_cb(void *priv, const struct store_status *st, const struct store_enqueued *res)
 {
     struct req *r = priv;
     /* Answering may free r: keep what the hand-off needs. */
     struct queue *q = r->q;
     uint64_t handoff_ms = r->n;
     bool flat = handoff_ms != 0 && enqueue_flat(r);
-    if (cmd_failed(r, status, reply)) {
+    if (st->code != 0) {
+        req_store_error(r, st);
         if (handoff_ms)
             queue_handoff_end(q, flat, handoff_ms, NULL);
         return;
     }
-    /* 1 or 0, or an array when the job was handed off (enqueued). */
-    bool enqueued = reply->type == REDIS_REPLY_ARRAY || reply->integer == 1;
-    admitted(r, r->root, enqueued);
+    admitted(r, r->root, res->enqueued);
     struct outbuf line;
     outbuf_init(&line);
     int rc = reply_begin_ok(&line, r->ref);
-    send_line(r, &line, rc ? rc : put_verdict(&line, r->root, enqueued));
+    send_line(r, &line, rc ? rc : put_verdict(&line, r->root, res->enqueued));
     if (handoff_ms)
-        queue_handoff_end(q, flat, handoff_ms, reply);
+        queue_handoff_end(q, flat, handoff_ms, res);
 }
 
 static void cmd_enqueue(struct req *r)
@@ -212,20 +215,16 @@ static void item_error(json_t *results, size_t i, enum wire_error code, const ch
                        json_pack("{s:s, s:s}", "error", wire_error_name(code), "message", msg));
 }
 
-static void many_cb(void *priv, int status, redisReply *reply)
+static void many_cb(void *priv, const struct store_status *st, const struct store_enqueued *res)
 {
     struct item *it = priv;
     struct req *r = it->r;
     json_t *item = json_array_get(json_object_get(r->root, "jobs"), it->index);
-    if (status != 0 || reply == NULL) {
-        item_error(r->acc, it->index, WIRE_EUNAVAILABLE, "the backend did not answer in time");
-    } else if (reply->type == REDIS_REPLY_ERROR) {
-        size_t w = strcspn(reply->str, " ");
-        item_error(r->acc, it->index, wire_error_lookup(reply->str, w),
-                   reply->str[w] ? reply->str + w + 1 : reply->str);
+    if (st->code != 0) {
+        item_error(r->acc, it->index, st->code, st->message);
     } else {
-        admitted(r, item, reply->integer == 1);
-        json_array_set_new(r->acc, it->index, json_boolean(reply->integer == 1));
+        admitted(r, item, res->enqueued);
+        json_array_set_new(r->acc, it->index, json_boolean(res->enqueued));
     }
     free(it);
     many_done(r);
@@ -287,33 +286,33 @@ static const struct arg_spec claim_spec[] = {
     END,
 };
 
-static void claim_cb(void *priv, int status, redisReply *reply)
+static void claim_cb(void *priv, const struct store_status *st, const struct store_leased *res)
 {
     struct req *r = priv;
-    if (cmd_failed(r, status, reply))
+    if (st->code != 0) {
+        req_store_error(r, st);
         return;
+    }
     struct client *c = r->c;
-    long long deadline = reply->element[0]->integer;
-    size_t got = (reply->elements - 1) / QUEUE_JOB_FIELDS;
     if (c->closing) {
         /* The worker left while we claimed: give the jobs straight back,
          * with their attempt (nobody saw them). */
-        json_t *pairs = NULL;
-        for (size_t i = 0; i < got; i++)
-            pairs = queue_pair_add(pairs, reply->element + 1 + QUEUE_JOB_FIELDS * i);
-        if (pairs != NULL)
-            queue_release(r->q, pairs, "connection closed", false);
+        struct queue_pairs pairs = {0};
+        for (size_t i = 0; i < res->n; i++)
+            if (queue_pairs_add(&pairs, res->jobs[i].id, res->jobs[i].lease) != 0)
+                break; /* the rest come back when their lease expires */
+        queue_release(r->q, pairs.n, pairs.v, "connection closed", false);
+        free(pairs.v);
         req_ok(r, NULL);
         return;
     }
     uint64_t wait = (uint64_t)request_int(r->root, "wait_ms", 0);
+    uint64_t lease = (uint64_t)request_int(r->root, "lease_ms", (json_int_t)c->srv->cfg->lease_ms);
     /* No parking while emqd stops, nor for a client whose input has ended
      * (quit, or a half-close): it is answered now, and closed once its
      * replies are out, instead of holding the connection for wait_ms. */
-    if (got == 0 && wait > 0 && !c->srv->stopping && !c->quit) {
+    if (res->n == 0 && wait > 0 && !c->srv->stopping && !c->quit) {
         size_t count = (size_t)request_int(r->root, "count", 1);
-        uint64_t lease =
-            (uint64_t)request_int(r->root, "lease_ms", (json_int_t)c->srv->cfg->lease_ms);
         if (queue_wait_claim(r->q, r, count, lease, request_bool(r->root, "flat", false), wait) !=
             0)
             req_error(r, WIRE_EINTERNAL, "out of memory");
@@ -325,33 +324,29 @@ static void claim_cb(void *priv, int status, redisReply *reply)
     reply_begin_ok(&line, r->ref);
     reply_key(&line, "jobs");
     reply_begin_array(&line);
-    for (size_t i = 0; i < got; i++) {
-        redisReply **f = reply->element + 1 + QUEUE_JOB_FIELDS * i;
+    for (size_t i = 0; i < res->n; i++) {
+        const struct store_job *sj = &res->jobs[i];
         struct reply_job j;
-        queue_job_view(r->q, f, deadline, &j);
+        queue_job_view(r->q, sj, res->deadline, &j);
         reply_job(&line, &j);
-        client_hold(c, r->q, f[0]->str, f[0]->len, f[4]->str,
-                    (uint64_t)request_int(r->root, "lease_ms", (json_int_t)c->srv->cfg->lease_ms),
-                    NULL);
-        queue_leased(r->q, f[5]->integer);
+        client_hold(c, r->q, sj->id, sj->id_len, sj->lease, lease, NULL);
+        queue_leased(r->q, sj->wait_ms);
     }
     reply_end_array(&line);
     reply_end(&line);
-    if (got > 0) /* reap on time if the worker lets these run out */
-        queue_due_in(r->q,
-                     (uint64_t)request_int(r->root, "lease_ms", (json_int_t)c->srv->cfg->lease_ms));
+    if (res->n > 0) /* reap on time if the worker lets these run out */
+        queue_due_in(r->q, lease);
     req_ok_line(r, &line);
 }
 
 static void cmd_claim(struct req *r)
 {
-    char count[24], lease[24];
-    cmd_num(count, sizeof(count), request_int(r->root, "count", 1));
-    cmd_num(lease, sizeof(lease),
-            request_int(r->root, "lease_ms", (json_int_t)req_server(r)->cfg->lease_ms));
-    const char *argv[] = {count, lease, "1"}; /* "1": with each job's wait */
+    size_t count = (size_t)request_int(r->root, "count", 1);
+    uint64_t lease =
+        (uint64_t)request_int(r->root, "lease_ms", (json_int_t)req_server(r)->cfg->lease_ms);
     bool flat = request_bool(r->root, "flat", false);
-    cmd_script(r, flat ? SCRIPT_CLAIM_FLAT : SCRIPT_CLAIM, 3, argv, claim_cb);
+    if (store_claim(queue_store(r->q), flat, count, lease, claim_cb, r) != 0)
+        req_error(r, WIRE_EUNAVAILABLE, "the backend is unavailable");
 }
 
 static const struct arg_spec stream_spec[] = {
@@ -403,61 +398,62 @@ static void cmd_complete(struct req *r)
     queue_complete(r->q, r);
 }
 
-/* The status word of a settling move's reply: "ELEASE", "ENOJOB", a
- * state, or NULL when the backend failed. release answers per pair (an
- * array), the others with a value or an error reply. */
-static const char *status_word(int status, const redisReply *reply)
-{
-    if (status != 0 || reply == NULL)
-        return NULL;
-    if (reply->type == REDIS_REPLY_ARRAY)
-        return reply->elements == 1 ? reply->element[0]->str : NULL;
-    if (reply->type == REDIS_REPLY_STRING || reply->type == REDIS_REPLY_ERROR)
-        return reply->str;
-    return "";
-}
-
 /* The lease is not ours any more (settled, stale, or the job is gone):
- * forget it, which returns a stream's credit. A fail that took (the word
- * is the job's new state) is a settle, timed into the run histogram. */
-static void forget(struct req *r, const char *word)
+ * forget it, which returns a stream's credit. An error such as EARG, or
+ * a backend that did not answer, leaves it held. settled: the holder
+ * failed it (timed into the run histogram). */
+static void forget(struct req *r, enum wire_error code, bool settled)
 {
-    if (word == NULL || r->c->closing)
+    if (r->c->closing || (code != 0 && code != WIRE_ELEASE && code != WIRE_ENOJOB))
         return;
-    if (strncmp(word, "ELEASE", 6) != 0 && strncmp(word, "ENOJOB", 6) != 0 && word[0] == 'E')
-        return; /* EARG and the like: the lease is still held */
     size_t jlen;
     const char *job = request_string(r->root, "job", &jlen);
-    client_unhold(r->c, r->q, job, jlen, word[0] != 'E' && strcmp(r->cmd->name, "fail") == 0);
+    client_unhold(r->c, r->q, job, jlen, settled);
 }
 
-static void state_cb(void *priv, int status, redisReply *reply)
+/* Answer a fail (failing) or a release from where it left the job. fail
+ * refuses a stale lease with the script's error, release with an outcome;
+ * either way the lease is forgotten. */
+static void settled(struct req *r, const struct store_status *st, enum store_outcome o,
+                    bool failing)
 {
-    struct req *r = priv;
-    const char *word = status_word(status, reply);
-    if (word == NULL || reply->type == REDIS_REPLY_ERROR) {
-        forget(r, word);
-        req_backend_error(r, status, reply);
+    if (st->code != 0) {
+        forget(r, st->code, false);
+        req_store_error(r, st);
         return;
     }
-    forget(r, word);
-    if (strcmp(word, "ELEASE") == 0)
-        req_error(r, WIRE_ELEASE, "the lease is not current (expired and re-leased?)");
-    else if (strcmp(word, "ENOJOB") == 0)
-        req_error(r, WIRE_ENOJOB, "no such job");
-    else {
-        if (strcmp(r->cmd->name, "fail") == 0) {
-            r->q->count.failed++;
-            r->q->count.dead += strcmp(word, "dead") == 0;
-        }
-        if (strcmp(word, "delayed") == 0) {
-            json_int_t retry = request_int(r->root, "retry_ms", -1);
-            /* The default backoff is at least 1 s: the regular pass. */
-            if (retry > 0)
-                queue_due_in(r->q, (uint64_t)retry);
-        }
-        req_ok_string(r, "state", word);
+    if (o == STORE_ELEASE || o == STORE_ENOJOB) {
+        forget(r, o == STORE_ELEASE ? WIRE_ELEASE : WIRE_ENOJOB, false);
+        if (o == STORE_ELEASE)
+            req_error(r, WIRE_ELEASE, "the lease is not current (expired and re-leased?)");
+        else
+            req_error(r, WIRE_ENOJOB, "no such job");
+        return;
     }
+    forget(r, 0, failing);
+    if (failing) {
+        r->q->count.failed++;
+        r->q->count.dead += o == STORE_DEAD;
+    }
+    if (o == STORE_DELAYED) {
+        json_int_t retry = request_int(r->root, "retry_ms", -1);
+        /* The default backoff is at least 1 s: the regular pass. */
+        if (retry > 0)
+            queue_due_in(r->q, (uint64_t)retry);
+    }
+    req_ok_string(r, "state", store_outcome_state(o));
+}
+
+static void fail_cb(void *priv, const struct store_status *st, enum store_outcome o)
+{
+    settled(priv, st, o, true);
+}
+
+static void release_cb(void *priv, const struct store_status *st, size_t n,
+                       const enum store_outcome *each)
+{
+    (void)n; /* one pair sent, one outcome back */
+    settled(priv, st, st->code == 0 ? each[0] : STORE_ENOJOB, false);
 }
 
 static const struct arg_spec fail_spec[] = {
@@ -473,11 +469,15 @@ static const struct arg_spec fail_spec[] = {
 static void cmd_fail(struct req *r)
 {
     req_server(r)->count.failed++;
-    char retry[24];
-    cmd_num(retry, sizeof(retry), request_int(r->root, "retry_ms", -1));
-    const char *argv[] = {cmd_str(r, "job"), cmd_str(r, "lease"), cmd_str(r, "error"), retry,
-                          request_bool(r->root, "dead", false) ? "1" : "0"};
-    cmd_script(r, SCRIPT_FAIL, 5, argv, state_cb);
+    struct store_fail_args a = {
+        .job = cmd_str(r, "job"),
+        .lease = cmd_str(r, "lease"),
+        .error = cmd_str(r, "error"),
+        .retry_ms = request_int(r->root, "retry_ms", -1),
+        .dead = request_bool(r->root, "dead", false),
+    };
+    if (store_fail(queue_store(r->q), &a, fail_cb, r) != 0)
+        req_error(r, WIRE_EUNAVAILABLE, "the backend is unavailable");
 }
 
 static const struct arg_spec release_spec[] = {
@@ -486,34 +486,35 @@ static const struct arg_spec release_spec[] = {
 static void cmd_release(struct req *r)
 {
     const char *why = request_string(r->root, "error", NULL);
-    const char *argv[] = {why ? why : "released by the worker", "delivered", cmd_str(r, "job"),
-                          cmd_str(r, "lease")};
-    cmd_script(r, SCRIPT_RELEASE, 4, argv, state_cb);
+    struct store_pair pair = {cmd_str(r, "job"), cmd_str(r, "lease")};
+    if (store_release(queue_store(r->q), why ? why : "released by the worker", true, 1, &pair,
+                      release_cb, r) != 0)
+        req_error(r, WIRE_EUNAVAILABLE, "the backend is unavailable");
 }
 
 static const struct arg_spec extend_spec[] = {
     Q, JOB, LEASE, {"lease_ms", ARG_INT, ARG_REQUIRED, 1, DAY_MS}, END,
 };
 
-static void extend_cb(void *priv, int status, redisReply *reply)
+static void extend_cb(void *priv, const struct store_status *st, long long lease_until)
 {
     struct req *r = priv;
-    if (status == 0 && reply != NULL && reply->type == REDIS_REPLY_ERROR)
-        forget(r, reply->str);
-    if (cmd_failed(r, status, reply))
+    if (st->code != 0) {
+        forget(r, st->code, false);
+        req_store_error(r, st);
         return;
+    }
     size_t jlen;
     const char *job = request_string(r->root, "job", &jlen);
     client_extend(r->c, r->q, job, jlen, (uint64_t)request_int(r->root, "lease_ms", 1));
-    req_ok(r, json_pack("{s:I}", "lease_until", (json_int_t)reply->integer));
+    req_ok(r, json_pack("{s:I}", "lease_until", (json_int_t)lease_until));
 }
 
 static void cmd_extend(struct req *r)
 {
-    char ms[24];
-    cmd_num(ms, sizeof(ms), request_int(r->root, "lease_ms", 1));
-    const char *argv[] = {cmd_str(r, "job"), cmd_str(r, "lease"), ms};
-    cmd_script(r, SCRIPT_EXTEND, 3, argv, extend_cb);
+    if (store_extend(queue_store(r->q), cmd_str(r, "job"), cmd_str(r, "lease"),
+                     (uint64_t)request_int(r->root, "lease_ms", 1), extend_cb, r) != 0)
+        req_error(r, WIRE_EUNAVAILABLE, "the backend is unavailable");
 }
 
 /* Producing and consuming work. */

@@ -172,31 +172,37 @@ struct pump {
     size_t asked;
 };
 
-void queue_job_view(const struct queue *q, redisReply **f, long long deadline, struct reply_job *j)
+void queue_job_view(const struct queue *q, const struct store_job *sj, long long deadline,
+                    struct reply_job *j)
 {
     *j = (struct reply_job){
         .queue = q->name,
         .queue_len = q->len,
-        .id = f[0]->str,
-        .id_len = f[0]->len,
-        .group = f[1]->len ? f[1]->str : NULL,
-        .group_len = f[1]->len,
-        .lease = f[4]->str,
-        .lease_len = f[4]->len,
-        .attempt = f[3]->integer,
+        .id = sj->id,
+        .id_len = sj->id_len,
+        .group = sj->group_len ? sj->group : NULL,
+        .group_len = sj->group_len,
+        .lease = sj->lease,
+        .lease_len = sj->lease_len,
+        .attempt = sj->attempt,
         .deadline = deadline,
-        .payload = f[2]->str,
-        .payload_len = f[2]->len,
+        .payload = sj->payload,
+        .payload_len = sj->payload_len,
     };
 }
 
-json_t *queue_pair_add(json_t *pairs, redisReply **f)
+int queue_pairs_add(struct queue_pairs *ps, const char *job, const char *lease)
 {
-    if (pairs == NULL)
-        pairs = json_array();
-    json_array_append_new(pairs, json_stringn(f[0]->str, f[0]->len));
-    json_array_append_new(pairs, json_stringn(f[4]->str, f[4]->len));
-    return pairs;
+    if (ps->n == ps->cap) {
+        size_t cap = ps->cap ? 2 * ps->cap : 8;
+        struct store_pair *v = realloc(ps->v, cap * sizeof(*v));
+        if (v == NULL)
+            return -ENOMEM;
+        ps->v = v;
+        ps->cap = cap;
+    }
+    ps->v[ps->n++] = (struct store_pair){job, lease};
+    return 0;
 }
 
 void queue_leased(struct queue *q, long long wait_ms)
@@ -206,17 +212,16 @@ void queue_leased(struct queue *q, long long wait_ms)
     hist_record(&q->latency.wait, wait_ms > 0 ? (uint64_t)wait_ms * 1000 : 0);
 }
 
-/* Hand one leased job (the fields of a claim reply; it waited wait_ms) to
- * a waiter. The stored payload text is spliced into the frame as it is
- * (no re-parse on the hot path): a stream gets a push now, a parked claim
- * gathers the job for its reply. */
-static void deliver(struct waiter *w, redisReply **f, long long deadline, long long wait_ms)
+/* Hand one leased job to a waiter. The stored payload text is spliced
+ * into the frame as it is (no re-parse on the hot path): a stream gets a
+ * push now, a parked claim gathers the job for its reply. */
+static void deliver(struct waiter *w, const struct store_job *sj, long long deadline)
 {
     struct client *c = w->c;
     struct reply_job j;
-    client_hold(c, w->q, f[0]->str, f[0]->len, f[4]->str, w->lease_ms, w->stream ? w : NULL);
-    queue_leased(w->q, wait_ms);
-    queue_job_view(w->q, f, deadline, &j);
+    client_hold(c, w->q, sj->id, sj->id_len, sj->lease, w->lease_ms, w->stream ? w : NULL);
+    queue_leased(w->q, sj->wait_ms);
+    queue_job_view(w->q, sj, deadline, &j);
     if (!w->stream) {
         reply_job(&w->jobs, &j);
         w->njobs++;
@@ -229,25 +234,28 @@ static void deliver(struct waiter *w, redisReply **f, long long deadline, long l
     outbuf_deinit(&line);
 }
 
-/* Give one leased job (the fields of a claim reply; it waited wait_ms) to
- * the first waiter of its kind that wants one, which then goes to the
- * tail: one job each per turn, so no worker is favoured. With no one left
- * who asked, the job is added to *orphans to be given straight back. */
-static void hand_out(struct queue *q, bool flat, uint64_t lease_ms, redisReply **f,
-                     long long deadline, long long wait_ms, json_t **orphans)
+/* Give one leased job to the first waiter of its kind that wants one,
+ * which then goes to the tail: one job each per turn, so no worker is
+ * favoured. With no one left who asked, the job is added to orphans to be
+ * given straight back (the strings stay the reply's: handed_out sends
+ * them before the reply goes). */
+static void hand_out(struct queue *q, bool flat, uint64_t lease_ms, const struct store_job *sj,
+                     long long deadline, struct queue_pairs *orphans)
 {
     struct waiter *w = q->wait_head;
     while (w != NULL && (w->flat != flat || w->lease_ms != lease_ms || wants(w) == 0))
         w = w->qnext;
     if (w == NULL) {
-        *orphans = queue_pair_add(*orphans, f);
+        if (queue_pairs_add(orphans, sj->id, sj->lease) != 0)
+            log_event(LOG_WARN, "out of memory: a job nobody took stays leased until it expires",
+                      "queue=%s job=%s", q->name, sj->id);
         return;
     }
     /* A push past --max-output closes the client, which frees w and
      * releases its leases, this job's included: w must not be used. */
     struct client *c = w->c;
     client_ref(c);
-    deliver(w, f, deadline, wait_ms);
+    deliver(w, sj, deadline);
     bool gone = c->closing;
     client_unref(c);
     if (gone)
@@ -265,10 +273,10 @@ static void hand_out(struct queue *q, bool flat, uint64_t lease_ms, redisReply *
  * claims that got anything. An answer may close its client (past
  * max-output), which frees that client's other waiters, so after each
  * answer start again from the head instead of trusting a saved next. */
-static void handed_out(struct queue *q, size_t got, uint64_t lease_ms, json_t *orphans)
+static void handed_out(struct queue *q, size_t got, uint64_t lease_ms, struct queue_pairs *orphans)
 {
-    if (orphans != NULL)
-        queue_release(q, orphans, "consumer gone", false);
+    queue_release(q, orphans->n, orphans->v, "consumer gone", false);
+    free(orphans->v);
     if (got > 0)
         queue_due_in(q, lease_ms);
     for (struct waiter *w = q->wait_head; w != NULL;) {
@@ -281,7 +289,7 @@ static void handed_out(struct queue *q, size_t got, uint64_t lease_ms, json_t *o
     }
 }
 
-static void pump_cb(void *priv, int status, redisReply *reply)
+static void pump_cb(void *priv, const struct store_status *st, const struct store_leased *res)
 {
     struct pump *p = priv;
     struct queue *q = p->q;
@@ -291,11 +299,11 @@ static void pump_cb(void *priv, int status, redisReply *reply)
     free(p);
     q->claiming[flat] = false;
 
-    if (status != 0 || reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements < 1) {
-        if (reply != NULL && reply->type == REDIS_REPLY_ERROR) {
+    if (st->code != 0) {
+        if (st->code != WIRE_EUNAVAILABLE) {
             char e[600];
-            log_event(LOG_ERROR, "claim failed", "queue=%s error=%s", q->name,
-                      log_quote(reply->str, e, sizeof(e)));
+            log_event(LOG_ERROR, "claim failed", "queue=%s code=%s error=%s", q->name,
+                      wire_error_name(st->code), log_quote(st->message, e, sizeof(e)));
         }
         /* The backend coming back pumps again (server.c), and so does
          * every upkeep pass; a pump left waiting would also keep
@@ -303,15 +311,11 @@ static void pump_cb(void *priv, int status, redisReply *reply)
         q->again[flat] = false;
         return;
     }
-    long long deadline = reply->element[0]->integer;
-    size_t got = (reply->elements - 1) / QUEUE_JOB_FIELDS;
-    json_t *orphans = NULL;
-    for (size_t i = 0; i < got; i++) {
-        redisReply **f = reply->element + 1 + QUEUE_JOB_FIELDS * i;
-        hand_out(q, flat, lease_ms, f, deadline, f[5]->integer, &orphans);
-    }
-    handed_out(q, got, lease_ms, orphans);
-    if (got == asked || q->again[flat]) {
+    struct queue_pairs orphans = {0};
+    for (size_t i = 0; i < res->n; i++)
+        hand_out(q, flat, lease_ms, &res->jobs[i], res->deadline, &orphans);
+    handed_out(q, res->n, lease_ms, &orphans);
+    if (res->n == asked || q->again[flat]) {
         q->again[flat] = false;
         queue_pump(q, flat);
     }
@@ -354,14 +358,15 @@ uint64_t queue_handoff_begin(struct queue *q, bool flat)
     return lease_ms;
 }
 
-void queue_handoff_end(struct queue *q, bool flat, uint64_t lease_ms, redisReply *reply)
+void queue_handoff_end(struct queue *q, bool flat, uint64_t lease_ms,
+                       const struct store_enqueued *res)
 {
     q->handoffs[flat]--;
     /* Not handed off: the job was queued as usual, and its wake pumps. */
-    if (reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == 7) {
-        json_t *orphans = NULL;
-        hand_out(q, flat, lease_ms, reply->element + 2, reply->element[1]->integer, 0, &orphans);
-        handed_out(q, 1, lease_ms, orphans);
+    if (res != NULL && res->handed_off) {
+        struct queue_pairs orphans = {0};
+        hand_out(q, flat, lease_ms, &res->job, res->deadline, &orphans);
+        handed_out(q, 1, lease_ms, &orphans);
     }
     if (q->handoffs[flat] == 0 && q->again[flat]) {
         q->again[flat] = false; /* a pump waited for the hand-offs to land */
@@ -391,13 +396,9 @@ void queue_pump(struct queue *q, bool flat)
     if (p == NULL)
         return;
     *p = (struct pump){.q = q, .flat = flat, .lease_ms = lease_ms, .asked = n};
-    char ns[24], ls[24];
-    snprintf(ns, sizeof(ns), "%zu", n);
-    snprintf(ls, sizeof(ls), "%llu", (unsigned long long)lease_ms);
-    const char *argv[] = {ns, ls, "1"}; /* "1": with each job's wait */
     q->claiming[flat] = true;
     q->again[flat] = false;
-    if (queue_script(q, flat ? SCRIPT_CLAIM_FLAT : SCRIPT_CLAIM, 3, argv, pump_cb, p) != 0) {
+    if (store_claim(queue_store(q), flat, n, lease_ms, pump_cb, p) != 0) {
         q->claiming[flat] = false;
         free(p);
     }
@@ -434,25 +435,23 @@ static void upkeep_schedule(struct queue *q)
     uv_timer_start(&q->timer, upkeep_cb, next, 0);
 }
 
-/* Each of reap / promote answers {done, ms until the next one is due}. */
-static uint64_t upkeep_next(struct queue *q, redisReply *reply, uint64_t *count)
+/* When the next pass of reap or promote is due, from what it answered:
+ * how many it did, and ms until the next is due (-1: none). */
+static uint64_t upkeep_next(const struct queue *q, const struct store_status *st, uint64_t done,
+                            long long next_ms)
 {
     uint64_t dflt = q->srv->cfg->upkeep_ms;
-    *count = 0;
-    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements != 2)
+    if (st->code != 0)
         return dflt;
-    *count = (uint64_t)reply->element[0]->integer;
-    if (*count >= UPKEEP_MAX)
+    if (done >= UPKEEP_MAX)
         return 0; /* more are due right now */
-    long long ms = reply->element[1]->integer;
-    return ms < 0 || (uint64_t)ms > dflt ? dflt : (uint64_t)ms;
+    return next_ms < 0 || (uint64_t)next_ms > dflt ? dflt : (uint64_t)next_ms;
 }
 
-static void promote_cb(void *priv, int status, redisReply *reply)
+static void promote_cb(void *priv, const struct store_status *st, uint64_t n, long long next_ms)
 {
     struct queue *q = priv;
-    uint64_t n;
-    q->promote_next = upkeep_next(q, status == 0 ? reply : NULL, &n);
+    q->promote_next = upkeep_next(q, st, n, next_ms);
     q->srv->count.promoted += n;
     q->upkeep_busy = false;
     if (q->srv->stopping)
@@ -465,20 +464,16 @@ static void promote_cb(void *priv, int status, redisReply *reply)
     queue_pump(q, true);
 }
 
-static void reap_cb(void *priv, int status, redisReply *reply)
+static void reap_cb(void *priv, const struct store_status *st, uint64_t n, long long next_ms)
 {
     struct queue *q = priv;
-    uint64_t n;
-    q->reap_next = upkeep_next(q, status == 0 ? reply : NULL, &n);
+    q->reap_next = upkeep_next(q, st, n, next_ms);
     if (n > 0)
         log_event(LOG_INFO, "reaped expired leases", "queue=%s leases=%llu", q->name,
                   (unsigned long long)n);
     q->srv->count.reaped += n;
     q->count.reaped += n;
-    char max[16];
-    snprintf(max, sizeof(max), "%d", UPKEEP_MAX);
-    const char *argv[] = {max};
-    if (q->srv->stopping || queue_script(q, SCRIPT_PROMOTE, 1, argv, promote_cb, q) != 0) {
+    if (q->srv->stopping || store_promote(queue_store(q), UPKEEP_MAX, promote_cb, q) != 0) {
         q->upkeep_busy = false;
         if (!q->srv->stopping)
             upkeep_schedule(q);
@@ -508,11 +503,8 @@ static void upkeep_cb(uv_timer_t *t)
     struct queue *q = t->data;
     if (q->upkeep_busy || q->srv->stopping)
         return;
-    char max[16];
-    snprintf(max, sizeof(max), "%d", UPKEEP_MAX);
-    const char *argv[] = {max};
     q->upkeep_busy = true;
-    if (queue_script(q, SCRIPT_REAP, 1, argv, reap_cb, q) != 0) {
+    if (store_reap(queue_store(q), UPKEEP_MAX, reap_cb, q) != 0) {
         q->upkeep_busy = false;
         upkeep_schedule(q);
     }
@@ -548,21 +540,20 @@ struct batch {
     struct req *reqs[];
 };
 
-static void complete_cb(void *priv, int status, redisReply *reply)
+static void complete_cb(void *priv, const struct store_status *st, size_t n,
+                        const enum store_outcome *each)
 {
     struct batch *b = priv;
-    bool shaped =
-        status == 0 && reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == b->n;
+    (void)n; /* b->n outcomes when st->code is 0 */
     for (size_t i = 0; i < b->n; i++) {
         struct req *r = b->reqs[i];
-        if (!shaped) {
-            req_backend_error(r, status, reply);
+        if (st->code != 0) {
+            req_store_error(r, st);
             continue;
         }
-        const char *st = reply->element[i]->str;
         size_t jlen;
         const char *job = request_string(r->root, "job", &jlen);
-        bool completed = strcmp(st, "completed") == 0;
+        bool completed = each[i] == STORE_COMPLETED;
         /* Completed, stale or gone: either way the lease is not ours. */
         if (!r->c->closing)
             client_unhold(r->c, b->q, job, jlen, completed);
@@ -570,7 +561,7 @@ static void complete_cb(void *priv, int status, redisReply *reply)
             r->c->srv->count.completed++;
             b->q->count.completed++;
             req_ok_string(r, "state", "completed");
-        } else if (strcmp(st, "ELEASE") == 0) {
+        } else if (each[i] == STORE_ELEASE) {
             req_error(r, WIRE_ELEASE, "the lease is not current (expired and re-leased?)");
         } else {
             req_error(r, WIRE_ENOJOB, "no such job");
@@ -583,29 +574,28 @@ static void flush_batch(struct queue *q)
 {
     size_t n = q->nbatch;
     struct batch *b = malloc(sizeof(*b) + n * sizeof(b->reqs[0]));
-    const char **argv = malloc((1 + 2 * n) * sizeof(*argv));
-    char keep[24];
+    struct store_pair *pairs = malloc(n * sizeof(*pairs));
     q->nbatch = 0;
-    if (b == NULL || argv == NULL) {
+    if (b == NULL || pairs == NULL) {
         for (size_t i = 0; i < n; i++)
             req_error(q->batch[i], WIRE_EINTERNAL, "out of memory");
         free(b);
-        free(argv);
+        free(pairs);
         return;
     }
     b->q = q;
     b->n = n;
-    snprintf(keep, sizeof(keep), "%llu", (unsigned long long)q->srv->cfg->retention_ms);
-    argv[0] = keep;
     for (size_t i = 0; i < n; i++) {
         b->reqs[i] = q->batch[i];
         /* The strings live in the request, which lives until complete_cb. */
-        argv[1 + 2 * i] = request_string(q->batch[i]->root, "job", NULL);
-        argv[2 + 2 * i] = request_string(q->batch[i]->root, "lease", NULL);
+        pairs[i].job = request_string(q->batch[i]->root, "job", NULL);
+        pairs[i].lease = request_string(q->batch[i]->root, "lease", NULL);
     }
-    if (queue_script(q, SCRIPT_COMPLETE, (int)(1 + 2 * n), argv, complete_cb, b) != 0)
-        complete_cb(b, -1, NULL);
-    free(argv);
+    if (store_complete(&q->store, q->srv->cfg->retention_ms, n, pairs, complete_cb, b) != 0) {
+        struct store_status st = {WIRE_EUNAVAILABLE, "the backend is unavailable"};
+        complete_cb(b, &st, 0, NULL);
+    }
+    free(pairs);
 }
 
 void queue_flush_all(struct server *s)
@@ -622,39 +612,30 @@ void queue_flush_all(struct server *s)
 
 /* --- release ----------------------------------------------------------- */
 
-static void release_cb(void *priv, int status, redisReply *reply)
+static void release_cb(void *priv, const struct store_status *st, size_t n,
+                       const enum store_outcome *each)
 {
-    json_t *ctx = priv;
-    char e[600];
-    if (status != 0 || reply == NULL || reply->type != REDIS_REPLY_ARRAY)
+    size_t sent = (size_t)(uintptr_t)priv;
+    (void)n;
+    (void)each; /* a lease that is stale or gone is not ours to give back */
+    if (st->code != 0) {
+        char e[600];
         log_event(LOG_WARN, "release failed: the leases come back when they expire",
-                  "leases=%zu error=%s", (json_array_size(ctx) - 2) / 2,
-                  log_quote(reply && reply->type == REDIS_REPLY_ERROR ? reply->str
-                                                                      : "backend unavailable",
-                            e, sizeof(e)));
-    json_decref(ctx);
+                  "leases=%zu error=%s", sent, log_quote(st->message, e, sizeof(e)));
+    }
 }
 
-void queue_release(struct queue *q, json_t *pairs, const char *reason, bool delivered)
+void queue_release(struct queue *q, size_t n, const struct store_pair *pairs, const char *reason,
+                   bool delivered)
 {
-    size_t n = json_array_size(pairs);
-    if (n == 0) {
-        json_decref(pairs);
+    if (n == 0)
         return;
+    q->srv->count.released += n;
+    if (store_release(queue_store(q), reason, delivered, n, pairs, release_cb,
+                      (void *)(uintptr_t)n) != 0) {
+        struct store_status st = {WIRE_EUNAVAILABLE, "the backend is unavailable"};
+        release_cb((void *)(uintptr_t)n, &st, 0, NULL);
     }
-    json_array_insert_new(pairs, 0, json_string(delivered ? "delivered" : "undelivered"));
-    json_array_insert_new(pairs, 0, json_string(reason));
-    const char **argv = malloc((n + 2) * sizeof(*argv));
-    if (argv == NULL) {
-        json_decref(pairs);
-        return;
-    }
-    for (size_t i = 0; i < n + 2; i++)
-        argv[i] = json_string_value(json_array_get(pairs, i));
-    q->srv->count.released += n / 2;
-    if (queue_script(q, SCRIPT_RELEASE, (int)(n + 2), argv, release_cb, pairs) != 0)
-        release_cb(pairs, -1, NULL);
-    free(argv);
 }
 
 /* --- lifetime ---------------------------------------------------------- */

@@ -19,6 +19,7 @@
 #include "pool.h"
 #include "reply.h"
 #include "request.h"
+#include "jobs.h"
 #include "store.h"
 
 /* The set of queue names every daemon has used (outside any {q} slot). */
@@ -285,7 +286,8 @@ void queue_pump(struct queue *q, bool flat);
  * is matched by one queue_handoff_end with the script's reply (NULL when
  * the call failed), which delivers the job if it was handed off. */
 uint64_t queue_handoff_begin(struct queue *q, bool flat);
-void queue_handoff_end(struct queue *q, bool flat, uint64_t lease_ms, redisReply *reply);
+void queue_handoff_end(struct queue *q, bool flat, uint64_t lease_ms,
+                       const struct store_enqueued *res);
 /* Park a claim that found nothing until work comes or wait_ms passes. */
 int queue_wait_claim(struct queue *q, struct req *r, size_t count, uint64_t lease_ms, bool flat,
                      uint64_t wait_ms);
@@ -295,25 +297,28 @@ void queue_due_in(struct queue *q, uint64_t ms);
 /* Add a completion (the request's job and lease) to this turn's batch. */
 void queue_complete(struct queue *q, struct req *r);
 void queue_flush_all(struct server *s);
-/* Give leases back at once (a client closed): pairs is an array of strings
- * job, lease, ... (stolen). delivered false: the jobs never reached anyone
- * (their consumer went away while the claim was in flight), so their
- * attempt is given back and no error recorded. */
-void queue_release(struct queue *q, json_t *pairs, const char *reason, bool delivered);
+/* Give n leases back at once (a client closed; the strings are copied).
+ * delivered false: the jobs never reached anyone (their consumer went
+ * away while the claim was in flight), so their attempt is given back and
+ * no error recorded. */
+void queue_release(struct queue *q, size_t n, const struct store_pair *pairs, const char *reason,
+                   bool delivered);
 
-/* Fields per job of the claim replies emqd asks for: id, group, payload,
- * attempt, token, and wait_ms (lua/claim.lua with ARGV[4] '1'). A hand-off
- * (lua/enqueue.lua) answers the first five only; its job waited 0 ms. */
-#define QUEUE_JOB_FIELDS 6
+/* A growing list of (job, lease) pairs; free(v) when done. */
+struct queue_pairs {
+    struct store_pair *v;
+    size_t n, cap;
+};
+/* Add one (the strings are not copied). 0 or -ENOMEM. */
+int queue_pairs_add(struct queue_pairs *ps, const char *job, const char *lease);
 
-/* The leased-job view of a claim reply's first five fields (strings
- * borrowed from the reply), for the encoders in reply.h. */
-void queue_job_view(const struct queue *q, redisReply **f, long long deadline, struct reply_job *j);
+/* The leased-job view of a store job (strings borrowed), for the
+ * encoders in reply.h. */
+void queue_job_view(const struct queue *q, const struct store_job *sj, long long deadline,
+                    struct reply_job *j);
 /* One job was leased to a consumer of this daemon: count it as claimed
  * and record its wait (wait_ms, from the lease script). */
 void queue_leased(struct queue *q, long long wait_ms);
-/* Append a claim reply's (job, lease) to release pairs (made if NULL). */
-json_t *queue_pair_add(json_t *pairs, redisReply **f);
 
 /* The queue's store, for a typed call (jobs.h, admin.h): the completions
  * gathered this turn are sent first, so the call runs after them. */

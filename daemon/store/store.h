@@ -45,7 +45,8 @@ struct store_status {
 };
 
 /* A leased job, as claim leases it and an enqueue hands it off: strings
- * borrowed from the reply, valid during the callback only. */
+ * borrowed from the reply (each NUL-terminated), valid during the
+ * callback only. */
 struct store_job {
     const char *id;
     size_t id_len;
