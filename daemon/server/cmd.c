@@ -1,36 +1,19 @@
 /* cmd: the session ops (hello, ping, quit), the helpers every handler
- * shares, and the lookup over all command tables (see cmd.h). */
+ * shares, and the lookup over all command tables (cmd.h). */
 #include "cmd.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#include "client.h"
 #include "log.h"
+#include "req.h"
+#include "server.h"
 
 const char *cmd_str(const struct req *r, const char *name)
 {
     const char *s = request_string(r->root, name, NULL);
     return s != NULL ? s : "";
-}
-
-void cmd_num(char *buf, size_t cap, long long v)
-{
-    snprintf(buf, cap, "%lld", v);
-}
-
-void cmd_script(struct req *r, enum script_id id, int argc, const char **argv, pool_reply_cb *cb)
-{
-    if (queue_script(r->q, id, argc, argv, cb, r) != 0)
-        req_error(r, WIRE_EUNAVAILABLE, "the backend is unavailable");
-}
-
-bool cmd_failed(struct req *r, int status, redisReply *reply)
-{
-    if (status != 0 || reply == NULL || reply->type == REDIS_REPLY_ERROR) {
-        req_backend_error(r, status, reply);
-        return true;
-    }
-    return false;
 }
 
 /* --- hello, ping, quit ------------------------------------------------- */

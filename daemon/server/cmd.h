@@ -1,13 +1,37 @@
-/* cmd: the command tables' shared parts. The tables live with their
- * handlers (cmd.c: the session; cmd_jobs.c: producing and consuming work;
- * cmd_admin.c: the per-tenant levers and reads); cmd_lookup searches them
- * all. Each row names an op, its argument spec (checked by the client
- * layer before the handler runs, so handlers see only valid arguments) and
- * its handler, which answers with req_ok / req_error exactly once. */
+/* cmd: the command tables. The tables live with their handlers (cmd.c:
+ * the session; cmd_jobs.c: producing and consuming work; cmd_admin.c: the
+ * per-tenant levers and reads); cmd_lookup searches them all. Each row
+ * names an op, its argument spec (checked before the handler runs, so
+ * handlers see only valid arguments) and its handler, which finishes the
+ * request exactly once (req.h). */
 #ifndef EMQ_CMD_H
 #define EMQ_CMD_H
 
-#include "server.h"
+#include <stddef.h>
+
+#include "request.h"
+
+struct req;
+
+struct cmd {
+    const char *name;
+    const struct arg_spec *spec;
+    void (*run)(struct req *r);
+    unsigned flags;
+};
+enum {
+    CMD_NOAUTH = 1u << 0, /* allowed before hello when a token is set */
+    CMD_QUEUE = 1u << 1,  /* has a required "queue" argument */
+    CMD_WORK = 1u << 2,   /* hands out work: refused once the daemon is stopping */
+    /* runs in several backend calls: the connection's later lines wait
+     * for its reply, so that they take effect after all of it */
+    CMD_BARRIER = 1u << 3,
+};
+
+/* The command named name (len bytes), or NULL. */
+const struct cmd *cmd_lookup(const char *name, size_t len);
+/* The i-th command over all tables, or NULL past the last. */
+const struct cmd *cmd_at(size_t i);
 
 #define DAY_MS (24LL * 3600 * 1000)
 
@@ -37,13 +61,5 @@ extern const struct cmd cmd_session[], cmd_jobs[], cmd_admin[];
 
 /* A string argument of the request, "" when absent. */
 const char *cmd_str(const struct req *r, const char *name);
-/* Decimal text of v into buf, for script arguments. */
-void cmd_num(char *buf, size_t cap, long long v);
-/* Run a lane script of the request's queue with r as the callback's priv;
- * answers EUNAVAILABLE itself when the pool refuses the call. */
-void cmd_script(struct req *r, enum script_id id, int argc, const char **argv, pool_reply_cb *cb);
-/* The reply is an error or the backend was unavailable: answer r from it
- * and return true. */
-bool cmd_failed(struct req *r, int status, redisReply *reply);
 
 #endif

@@ -5,6 +5,45 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "queue.h"
+#include "req.h"
+#include "server.h"
+
+/* Temporary: the old untyped path, until the admin calls are typed. */
+static void req_backend_error(struct req *r, int status, const redisReply *reply)
+{
+    if (status != 0 || reply == NULL) {
+        req_error(r, WIRE_EUNAVAILABLE,
+                  "the backend is not connected or did not answer in time; retry");
+        return;
+    }
+    if (reply->type == REDIS_REPLY_ERROR) {
+        size_t w = strcspn(reply->str, " ");
+        req_error(r, wire_error_lookup(reply->str, w), "%s",
+                  reply->str[w] ? reply->str + w + 1 : reply->str);
+        return;
+    }
+    req_error(r, WIRE_EINTERNAL, "unexpected backend reply");
+}
+static bool cmd_failed(struct req *r, int status, redisReply *reply)
+{
+    if (status != 0 || reply == NULL || reply->type == REDIS_REPLY_ERROR) {
+        req_backend_error(r, status, reply);
+        return true;
+    }
+    return false;
+}
+static void cmd_num(char *buf, size_t cap, long long v)
+{
+    snprintf(buf, cap, "%lld", v);
+}
+static void cmd_script(struct req *r, enum script_id id, int argc, const char **argv,
+                       pool_reply_cb *cb)
+{
+    struct store_queue *sq = queue_store(r->q);
+    if (pool_script(sq->pool, &sq->route, id, &sq->keys, argc, argv, NULL, cb, r) != 0)
+        req_error(r, WIRE_EUNAVAILABLE, "the backend is unavailable");
+}
 
 /* --- per-tenant levers --------------------------------------------------- */
 
@@ -120,7 +159,6 @@ static void reap_cb(void *priv, int status, redisReply *reply)
     if (cmd_failed(r, status, reply))
         return;
     long long n = reply->type == REDIS_REPLY_ARRAY ? reply->element[0]->integer : reply->integer;
-    req_server(r)->count.reaped += (uint64_t)n;
     r->q->count.reaped += (uint64_t)n;
     req_ok(r, json_pack("{s:I}", "reaped", (json_int_t)n));
 }

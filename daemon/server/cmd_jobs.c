@@ -6,8 +6,15 @@
 #include <string.h>
 #include <time.h>
 
+#include "client.h"
 #include "cmd.h"
+#include "consumer.h"
+#include "lease.h"
+#include "log.h"
 #include "payload.h"
+#include "queue.h"
+#include "req.h"
+#include "server.h"
 
 #define COUNT_MAX  1000
 #define CREDIT_MAX 10000
@@ -89,7 +96,6 @@ static void admitted(struct req *r, const json_t *item, bool enqueued)
 {
     if (!enqueued)
         return;
-    req_server(r)->count.enqueued++;
     r->q->count.enqueued++;
     json_int_t delay = request_int(item, "delay_ms", 0);
     if (delay > 0)
@@ -108,19 +114,6 @@ static int put_verdict(struct outbuf *line, const json_t *item, bool enqueued)
     return rc         ? rc
            : enqueued ? reply_string(line, "enqueued", 8)
                       : reply_string(line, "duplicate", 9);
-}
-
-/* End a reply line built in place and send it; out of memory on the way
- * (rc, or reply_end's own) answers EINTERNAL instead. */
-static void send_line(struct req *r, struct outbuf *line, int rc)
-{
-    rc = rc ? rc : reply_end(line);
-    if (rc != 0) {
-        outbuf_deinit(line);
-        req_error(r, WIRE_EINTERNAL, "out of memory");
-        return;
-    }
-    req_ok_line(r, line);
 }
 
 /* Whether a single enqueue's job is ungrouped (served by flat consumers).
@@ -148,7 +141,8 @@ static void enqueue_cb(void *priv, const struct store_status *st, const struct s
     struct outbuf line;
     outbuf_init(&line);
     int rc = reply_begin_ok(&line, r->ref);
-    send_line(r, &line, rc ? rc : put_verdict(&line, r->root, res->enqueued));
+    rc = rc ? rc : put_verdict(&line, r->root, res->enqueued);
+    req_ok_line(r, &line, rc ? rc : reply_end(&line));
     if (handoff_ms)
         queue_handoff_end(q, flat, handoff_ms, res);
 }
@@ -206,7 +200,8 @@ static void many_done(struct req *r)
         rc = rc ? rc : put_verdict(&line, json_array_get(jobs, i), json_is_true(v));
         rc = rc ? rc : reply_end_object(&line);
     }
-    send_line(r, &line, rc ? rc : reply_end_array(&line));
+    rc = rc ? rc : reply_end_array(&line);
+    req_ok_line(r, &line, rc ? rc : reply_end(&line));
 }
 
 static void item_error(json_t *results, size_t i, enum wire_error code, const char *msg)
@@ -313,8 +308,7 @@ static void claim_cb(void *priv, const struct store_status *st, const struct sto
      * replies are out, instead of holding the connection for wait_ms. */
     if (res->n == 0 && wait > 0 && !c->srv->stopping && !c->quit) {
         size_t count = (size_t)request_int(r->root, "count", 1);
-        if (queue_wait_claim(r->q, r, count, lease, request_bool(r->root, "flat", false), wait) !=
-            0)
+        if (consumer_wait_claim(r, count, lease, request_bool(r->root, "flat", false), wait) != 0)
             req_error(r, WIRE_EINTERNAL, "out of memory");
         return;
     }
@@ -324,19 +318,29 @@ static void claim_cb(void *priv, const struct store_status *st, const struct sto
     reply_begin_ok(&line, r->ref);
     reply_key(&line, "jobs");
     reply_begin_array(&line);
+    struct queue_pairs back = {0};
     for (size_t i = 0; i < res->n; i++) {
         const struct store_job *sj = &res->jobs[i];
         struct reply_job j;
+        /* A lease the connection cannot remember (out of memory) would
+         * not be given back when it closes: give it back now instead. */
+        if (lease_hold(c, r->q, sj->id, sj->id_len, sj->lease, lease, NULL) != 0) {
+            queue_pairs_add(&back, sj->id, sj->lease);
+            continue;
+        }
         queue_job_view(r->q, sj, res->deadline, &j);
         reply_job(&line, &j);
-        client_hold(c, r->q, sj->id, sj->id_len, sj->lease, lease, NULL);
         queue_leased(r->q, sj->wait_ms);
     }
+    if (back.n > 0)
+        log_event(LOG_WARN, "out of memory: leased jobs are given back", "client=%s jobs=%zu",
+                  c->addr, back.n);
+    queue_release(r->q, back.n, back.v, "out of memory", false);
+    free(back.v);
     reply_end_array(&line);
-    reply_end(&line);
     if (res->n > 0) /* reap on time if the worker lets these run out */
         queue_due_in(r->q, lease);
-    req_ok_line(r, &line);
+    req_ok_line(r, &line, reply_end(&line));
 }
 
 static void cmd_claim(struct req *r)
@@ -359,32 +363,17 @@ static const struct arg_spec stream_spec[] = {
 
 static void cmd_stream(struct req *r)
 {
-    struct client *c = r->c;
-    bool flat = request_bool(r->root, "flat", false);
-    struct waiter *w = c->waiters;
-    while (w != NULL && !(w->stream && w->q == r->q && w->flat == flat))
-        w = w->cnext;
-    if (w == NULL) {
-        w = calloc(1, sizeof(*w));
-        if (w == NULL) {
-            req_error(r, WIRE_EINTERNAL, "out of memory");
-            return;
-        }
-        w->q = r->q;
-        w->c = c;
-        w->flat = flat;
-        w->stream = true;
-        w->cnext = c->waiters;
-        c->waiters = w;
+    int err;
+    struct consumer *k = consumer_stream(
+        r->c, r->q, request_bool(r->root, "flat", false), (size_t)request_int(r->root, "credit", 0),
+        (uint64_t)request_int(r->root, "lease_ms", (json_int_t)req_server(r)->cfg->lease_ms), &err);
+    if (err != 0) {
+        req_error(r, WIRE_EINTERNAL, "out of memory");
+        return;
     }
-    w->credit = (size_t)request_int(r->root, "credit", 0);
-    w->lease_ms = (uint64_t)request_int(r->root, "lease_ms", (json_int_t)c->srv->cfg->lease_ms);
-    /* The stream parks once its reply is out (drain_replies), so pushes
+    /* The stream parks once its reply is out (req_drain), so pushes
      * always follow the ack; credit 0 (or none left) just stops it. */
-    if (w->credit > w->outstanding)
-        r->park = w;
-    else
-        queue_unpark(w);
+    r->park = k;
     req_ok(r, NULL);
 }
 
@@ -392,10 +381,34 @@ static void cmd_stream(struct req *r)
 
 static const struct arg_spec settle_spec[] = {Q, JOB, LEASE, END};
 
+static void completed(void *priv, const struct store_status *st, enum store_outcome o)
+{
+    struct req *r = priv;
+    if (st->code != 0) {
+        req_store_error(r, st);
+        return;
+    }
+    size_t jlen;
+    const char *job = request_string(r->root, "job", &jlen);
+    /* Completed, stale or gone: either way the lease is not ours. */
+    if (!r->c->closing)
+        lease_unhold(r->c, r->q, job, jlen, o == STORE_COMPLETED);
+    if (o == STORE_COMPLETED)
+        req_ok_string(r, "state", "completed");
+    else if (o == STORE_ELEASE)
+        req_error(r, WIRE_ELEASE, "the lease is not current (expired and re-leased?)");
+    else
+        req_error(r, WIRE_ENOJOB, "no such job");
+}
+
 static void cmd_complete(struct req *r)
 {
-    /* Completions of one loop turn go out together (queue_flush_all). */
-    queue_complete(r->q, r);
+    /* Completions of one loop turn go out together (engine_flush); the
+     * strings live in the request, which lives until completed runs. */
+    struct queue_completion c = {
+        .job = cmd_str(r, "job"), .lease = cmd_str(r, "lease"), .done = completed, .priv = r};
+    if (queue_complete(r->q, &c) != 0)
+        req_error(r, WIRE_EINTERNAL, "out of memory");
 }
 
 /* The lease is not ours any more (settled, stale, or the job is gone):
@@ -408,7 +421,7 @@ static void forget(struct req *r, enum wire_error code, bool settled)
         return;
     size_t jlen;
     const char *job = request_string(r->root, "job", &jlen);
-    client_unhold(r->c, r->q, job, jlen, settled);
+    lease_unhold(r->c, r->q, job, jlen, settled);
 }
 
 /* Answer a fail (failing) or a release from where it left the job. fail
@@ -468,7 +481,6 @@ static const struct arg_spec fail_spec[] = {
 
 static void cmd_fail(struct req *r)
 {
-    req_server(r)->count.failed++;
     struct store_fail_args a = {
         .job = cmd_str(r, "job"),
         .lease = cmd_str(r, "lease"),
@@ -506,7 +518,7 @@ static void extend_cb(void *priv, const struct store_status *st, long long lease
     }
     size_t jlen;
     const char *job = request_string(r->root, "job", &jlen);
-    client_extend(r->c, r->q, job, jlen, (uint64_t)request_int(r->root, "lease_ms", 1));
+    lease_extend(r->c, r->q, job, jlen, (uint64_t)request_int(r->root, "lease_ms", 1));
     req_ok(r, json_pack("{s:I}", "lease_until", (json_int_t)lease_until));
 }
 

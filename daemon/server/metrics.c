@@ -16,7 +16,18 @@
 #include "http.h"
 #include "log.h"
 #include "procinfo.h"
+#include "client.h"
+#include "cmd.h"
+#include "queue.h"
 #include "server.h"
+
+/* Temporary: the old untyped path, until the admin calls are typed. */
+static int queue_script(struct queue *q, enum script_id id, int argc, const char **argv,
+                        pool_reply_cb *cb, void *priv)
+{
+    struct store_queue *sq = queue_store(q);
+    return pool_script(sq->pool, &sq->route, id, &sq->keys, argc, argv, NULL, cb, priv);
+}
 
 #define GROUP_PAGE  "256"
 #define SCRAPES_MAX 2 /* at once; each costs two backend calls per queue */
@@ -366,7 +377,7 @@ static void scrape_start(struct server *s, struct http_conn *conn)
 {
     struct scrape *sc = calloc(1, sizeof(*sc));
     size_t b;
-    if (sc == NULL || (sc->reads = calloc(s->queues.count + 1, sizeof(*sc->reads))) == NULL) {
+    if (sc == NULL || (sc->reads = calloc(s->eng.queues.count + 1, sizeof(*sc->reads))) == NULL) {
         free(sc);
         http_respond(conn, 503, "text/plain", "out of memory\n", 14);
         return;
@@ -376,7 +387,8 @@ static void scrape_start(struct server *s, struct http_conn *conn)
     sc->conn = conn;
     http_conn_ref(conn);
     sc->outstanding = 1; /* ours, dropped below: render at once if no queue */
-    for (struct map_entry *e = map_first(&s->queues, &b); e; e = map_next(&s->queues, &b, e)) {
+    for (struct map_entry *e = map_first(&s->eng.queues, &b); e;
+         e = map_next(&s->eng.queues, &b, e)) {
         struct queue_read *rd = &sc->reads[sc->nreads++];
         const char *argv[] = {"0", GROUP_PAGE};
         rd->sc = sc;

@@ -2,6 +2,9 @@
  * orderly stop. */
 #include "server.h"
 
+#include "client.h"
+#include "lease.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,15 +18,8 @@ static void flush_cb(uv_check_t *h)
     struct server *s = h->data;
     /* Completions first (their replies come later); then every reply and
      * push of this turn leaves in one write per connection. */
-    queue_flush_all(s);
+    engine_flush(&s->eng);
     client_flush_all(s);
-}
-
-void server_resume_cb(uv_idle_t *h)
-{
-    struct server *s = h->data;
-    uv_idle_stop(h);
-    client_resume_all(s);
 }
 
 static void sweep_cb(uv_timer_t *t)
@@ -34,7 +30,7 @@ static void sweep_cb(uv_timer_t *t)
     for (struct client *c = s->clients; c != NULL; c = next) {
         next = c->next; /* the idle check may unlink c */
         if (c->held.count > 0)
-            client_sweep(c, now);
+            lease_sweep(c, now);
         client_idle_check(c, now);
     }
 }
@@ -47,30 +43,22 @@ static void known_queues_cb(void *priv, int status, redisReply *reply)
     struct server *s = priv;
     if (status != 0 || reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
         log_event(LOG_WARN, "backend connected, but its queue registry could not be read",
-                  "redis=%s queues=%zu", pool_where(s->pool), s->queues.count);
+                  "redis=%s queues=%zu", pool_where(s->pool), s->eng.queues.count);
         return;
     }
     for (size_t i = 0; i < reply->elements; i++) {
         redisReply *e = reply->element[i];
         if (e->type == REDIS_REPLY_STRING && brand_queue_valid(e->str, e->len))
-            server_queue(s, e->str, e->len);
+            engine_queue(&s->eng, e->str, e->len);
     }
     /* Logged once the registry is read, so the count is the backend's. */
     log_event(LOG_INFO, "backend connected", "redis=%s queues=%zu", pool_where(s->pool),
-              s->queues.count);
-}
-
-static void ignore_cb(void *priv, int status, redisReply *reply)
-{
-    (void)priv;
-    (void)status;
-    (void)reply;
+              s->eng.queues.count);
 }
 
 static void pool_state_cb(void *priv, bool up)
 {
     struct server *s = priv;
-    size_t b;
     if (!up) {
         char q[300];
         log_event(LOG_WARN, "backend unreachable: requests answer EUNAVAILABLE until it is back",
@@ -78,7 +66,7 @@ static void pool_state_cb(void *priv, bool up)
                   log_quote(pool_last_error(s->pool), q, sizeof(q)));
         return;
     }
-    const char *argv[] = {"SMEMBERS", SERVER_QUEUES_KEY};
+    const char *argv[] = {"SMEMBERS", "emq:queues"};
     pool_command(s->pool, NULL, 2, argv, NULL, known_queues_cb, s);
     /* Clients are let in once the backend first answers, so a request
      * right after start-up does not meet an unconnected pool. */
@@ -96,10 +84,7 @@ static void pool_state_cb(void *priv, bool up)
         log_event(LOG_INFO, "ready", "version=%s", EMQ_VERSION);
     }
     /* Streams and parked claims resume by themselves. */
-    for (struct map_entry *e = map_first(&s->queues, &b); e; e = map_next(&s->queues, &b, e)) {
-        queue_pump(e->value, false);
-        queue_pump(e->value, true);
-    }
+    engine_pump_all(&s->eng);
 }
 
 int server_init(struct server *s, uv_loop_t *loop, const struct config *cfg)
@@ -107,7 +92,7 @@ int server_init(struct server *s, uv_loop_t *loop, const struct config *cfg)
     memset(s, 0, sizeof(*s));
     s->loop = loop;
     s->cfg = cfg;
-    map_init(&s->queues);
+    engine_init(&s->eng, loop, cfg);
     mint_init(&s->mint);
     mint_rand_init(&s->rand);
     uv_check_init(loop, &s->flush);
@@ -127,31 +112,8 @@ int server_init(struct server *s, uv_loop_t *loop, const struct config *cfg)
 void server_attach_pool(struct server *s, struct pool *p)
 {
     s->pool = p;
+    engine_attach_pool(&s->eng, p);
     pool_on_state(p, pool_state_cb, s);
-}
-
-struct queue *server_queue(struct server *s, const char *name, size_t len)
-{
-    struct queue *q = map_get(&s->queues, name, len);
-    if (q != NULL)
-        return q;
-    if (s->queues.count >= 4096)
-        return NULL;
-    q = calloc(1, sizeof(*q));
-    if (q == NULL)
-        return NULL;
-    q->srv = s;
-    memcpy(q->name, name, len);
-    q->len = len;
-    if (store_queue_init(&q->store, s->pool, q->name, len) != 0 ||
-        map_put(&s->queues, q->name, len, q) != 0) {
-        free(q);
-        return NULL;
-    }
-    queue_start(q);
-    const char *argv[] = {"SADD", SERVER_QUEUES_KEY, q->name};
-    pool_command(s->pool, NULL, 3, argv, NULL, ignore_cb, NULL);
-    return q;
 }
 
 static void accept_cb(uv_stream_t *listener, int status)
@@ -214,10 +176,7 @@ int server_listen(struct server *s)
 static void stopped_cb(void *priv)
 {
     struct server *s = priv;
-    size_t b;
-    for (struct map_entry *e = map_first(&s->queues, &b); e; e = map_next(&s->queues, &b, e))
-        queue_free(e->value);
-    map_deinit(&s->queues);
+    engine_deinit(&s->eng);
     uv_close((uv_handle_t *)&s->flush, NULL);
     uv_close((uv_handle_t *)&s->sweep, NULL);
     client_resume_all(s); /* drops the references of any still queued */
@@ -241,14 +200,13 @@ static void drain_timer_cb(uv_timer_t *t)
         client_close(s->clients, "daemon stopped");
     uv_timer_stop(t);
     uv_close((uv_handle_t *)t, NULL);
-    queue_flush_all(s);
+    engine_flush(&s->eng);
     client_flush_all(s);
     pool_close(s->pool, stopped_cb, s);
 }
 
 void server_stop(struct server *s)
 {
-    size_t b;
     if (s->stopping)
         return;
     s->stopping = true;
@@ -260,8 +218,7 @@ void server_stop(struct server *s)
         uv_close((uv_handle_t *)&s->unix_listener, NULL);
         unlink(s->cfg->unix_path);
     }
-    for (struct map_entry *e = map_first(&s->queues, &b); e; e = map_next(&s->queues, &b, e))
-        uv_timer_stop(&((struct queue *)e->value)->timer);
+    engine_stop(&s->eng);
     /* Each client gets the replies it is owed, then closes (its leases go
      * back to their lanes). */
     for (struct client *c = s->clients; c != NULL; c = c->next)

@@ -12,6 +12,7 @@
 #include "brand.h"
 #include "reply.h"
 #include "request.h"
+#include "cmd.h"
 #include "server.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "cmd.h"
 #include "server.h"
 
 Test(cmd, every_row_is_well_formed_and_unique)

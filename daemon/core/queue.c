@@ -1,0 +1,135 @@
+/* queue: one queue's lifetime, its store, and the pieces the pump, the
+ * batch and the server share (queue.h). */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "log.h"
+#include "queue.h"
+#include "queue_internal.h"
+#include "waiter.h"
+
+struct queue *queue_new(struct engine *e, const char *name, size_t len)
+{
+    struct queue *q = calloc(1, sizeof(*q));
+    if (q == NULL)
+        return NULL;
+    q->eng = e;
+    memcpy(q->name, name, len);
+    q->len = len;
+    if (store_queue_init(&q->store, e->pool, q->name, len) != 0) {
+        free(q);
+        return NULL;
+    }
+    return q;
+}
+
+struct store_queue *queue_store(struct queue *q)
+{
+    queue_flush(q);
+    return &q->store;
+}
+
+void queue_job_view(const struct queue *q, const struct store_job *sj, long long deadline,
+                    struct reply_job *j)
+{
+    *j = (struct reply_job){
+        .queue = q->name,
+        .queue_len = q->len,
+        .id = sj->id,
+        .id_len = sj->id_len,
+        .group = sj->group_len ? sj->group : NULL,
+        .group_len = sj->group_len,
+        .lease = sj->lease,
+        .lease_len = sj->lease_len,
+        .attempt = sj->attempt,
+        .deadline = deadline,
+        .payload = sj->payload,
+        .payload_len = sj->payload_len,
+    };
+}
+
+int queue_pairs_add(struct queue_pairs *ps, const char *job, const char *lease)
+{
+    if (ps->n == ps->cap) {
+        size_t cap = ps->cap ? 2 * ps->cap : 8;
+        struct store_pair *v = realloc(ps->v, cap * sizeof(*v));
+        if (v == NULL)
+            return -ENOMEM;
+        ps->v = v;
+        ps->cap = cap;
+    }
+    ps->v[ps->n++] = (struct store_pair){job, lease};
+    return 0;
+}
+
+void queue_leased(struct queue *q, long long wait_ms)
+{
+    q->count.claimed++;
+    hist_record(&q->latency.wait, wait_ms > 0 ? (uint64_t)wait_ms * 1000 : 0);
+}
+
+static void wake_cb(void *priv, const char *channel, const char *msg, size_t len)
+{
+    struct queue *q = priv;
+    (void)channel;
+    (void)msg;
+    (void)len;
+    queue_pump(q, false);
+    queue_pump(q, true);
+}
+
+/* --- release ----------------------------------------------------------- */
+
+static void release_cb(void *priv, const struct store_status *st, size_t n,
+                       const enum store_outcome *each)
+{
+    size_t sent = (size_t)(uintptr_t)priv;
+    (void)n;
+    (void)each; /* a lease that is stale or gone is not ours to give back */
+    if (st->code != 0) {
+        char e[600];
+        log_event(LOG_WARN, "release failed: the leases come back when they expire",
+                  "leases=%zu error=%s", sent, log_quote(st->message, e, sizeof(e)));
+    }
+}
+
+void queue_release(struct queue *q, size_t n, const struct store_pair *pairs, const char *reason,
+                   bool delivered)
+{
+    if (n == 0)
+        return;
+    q->count.released += n;
+    if (store_release(queue_store(q), reason, delivered, n, pairs, release_cb,
+                      (void *)(uintptr_t)n) != 0) {
+        struct store_status st = {WIRE_EUNAVAILABLE, "the backend is unavailable"};
+        release_cb((void *)(uintptr_t)n, &st, 0, NULL);
+    }
+}
+
+/* --- lifetime ---------------------------------------------------------- */
+
+void queue_start(struct queue *q)
+{
+    uv_timer_init(q->eng->loop, &q->timer);
+    q->timer.data = q;
+    q->reap_next = q->promote_next = 0;
+    uv_timer_start(&q->timer, queue_upkeep_cb, 0, 0);
+    if (pool_subscribe(q->eng->pool, q->store.keys.names[KEY_WAKE], wake_cb, q) == 0)
+        q->subscribed = true;
+}
+
+static void queue_closed_cb(uv_handle_t *h)
+{
+    struct queue *q = h->data;
+    free(q->batch);
+    free(q);
+}
+
+void queue_free(struct queue *q)
+{
+    uv_timer_stop(&q->timer);
+    uv_close((uv_handle_t *)&q->timer, queue_closed_cb);
+}

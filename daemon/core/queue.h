@@ -1,0 +1,128 @@
+/* queue: the daemon's side of one queue. It parks consumers (waiter.h)
+ * and, whenever work may be available (a wake published by a lane script,
+ * a consumer arriving, room returning, the backend coming back), claims
+ * for them in one batched script call and hands the jobs out round-robin
+ * (pump.c). It runs the queue's upkeep (upkeep.c: reap expired leases,
+ * promote due delayed jobs) and coalesces the completions of one loop
+ * turn into one script call (batch.c). Every backend call of the queue
+ * goes through queue_store, in the order it is made. */
+#ifndef EMQ_QUEUE_H
+#define EMQ_QUEUE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "brand.h"
+#include "hist.h"
+#include "jobs.h"
+#include "reply.h"
+#include "store.h"
+
+struct engine;
+struct waiter;
+
+/* Jobs of one queue, counted as this daemon saw them move. */
+struct queue_counters {
+    uint64_t enqueued, claimed, completed, failed, dead, reaped, released, promoted;
+};
+
+/* How long the jobs of one queue took, as this daemon saw them: wait, from
+ * becoming claimable to each lease it handed out (the lease script's
+ * wait_ms, on the Redis clock), and run, from handing a lease out to its
+ * holder settling it (complete or fail on the connection it went to, on
+ * this daemon's monotonic clock). */
+struct queue_latency {
+    struct hist wait, run;
+};
+
+/* One completion waiting for this turn's batch call. */
+typedef void queue_completed_fn(void *priv, const struct store_status *st, enum store_outcome o);
+struct queue_completion {
+    const char *job, *lease; /* the caller's, kept until done runs */
+    queue_completed_fn *done;
+    void *priv;
+};
+
+struct queue {
+    struct engine *eng;
+    char name[BRAND_QUEUE_MAX + 1];
+    size_t len;
+    /* Its keys, and the route every backend call of it goes by, so they
+     * run at Redis in the order the daemon makes them (store.h). */
+    struct store_queue store;
+    struct waiter *wait_head, *wait_tail;
+    bool claiming[2], again[2]; /* [flat] */
+    size_t handoffs[2];         /* [flat]: enqueues out asking for a hand-off (0 or 1) */
+    bool subscribed;
+    uv_timer_t timer; /* reap + promote */
+    bool upkeep_busy;
+    uint64_t reap_next, promote_next;
+    uint64_t due_wanted; /* loop time a lease or job made during a pass is due; 0 = none */
+    /* completions gathered this loop turn, sent as one script call */
+    struct queue_completion *batch;
+    size_t nbatch, capbatch;
+    struct queue *batch_next;
+    bool batched;
+    struct queue_counters count;
+    struct queue_latency latency;
+};
+
+/* Made and freed by the engine. */
+struct queue *queue_new(struct engine *e, const char *name, size_t len);
+void queue_free(struct queue *q);
+/* Start the queue's upkeep timer, subscribe to its wakes. */
+void queue_start(struct queue *q);
+
+/* The queue's store, for a typed call (jobs.h, admin.h). The completions
+ * gathered this turn are sent first, so that the call runs after them:
+ * a claim a completion's permit should serve sees it done. */
+struct store_queue *queue_store(struct queue *q);
+
+/* Work may be available: claim for the parked consumers of kind flat. */
+void queue_pump(struct queue *q, bool flat);
+
+/* An enqueue of a job of kind flat that is due now may ask the script to
+ * lease it straight to a consumer parked here: queue_handoff_begin gives
+ * the lease to ask for (0 = don't ask); every call that returned non-zero
+ * is matched by one queue_handoff_end with the enqueue's result (NULL when
+ * the call failed), which delivers the job if it was handed off. */
+uint64_t queue_handoff_begin(struct queue *q, bool flat);
+void queue_handoff_end(struct queue *q, bool flat, uint64_t lease_ms,
+                       const struct store_enqueued *res);
+
+/* A job of this queue becomes due (delayed, or a lease runs out) in ms:
+ * run the upkeep then at the latest, not only at its next regular pass. */
+void queue_due_in(struct queue *q, uint64_t ms);
+
+/* Add a completion to this turn's batch (sent at the end of the turn, or
+ * before the queue's next call). c is copied; its strings must live until
+ * c->done runs, exactly once. 0, or -ENOMEM (done will not run). */
+int queue_complete(struct queue *q, const struct queue_completion *c);
+/* Send this turn's batch now (engine_flush, queue_store). */
+void queue_flush(struct queue *q);
+
+/* Give n leases back at once (a connection closed; the strings are
+ * copied). delivered false: the jobs never reached anyone (their consumer
+ * went away while the claim was in flight), so their attempt is given
+ * back and no error recorded. */
+void queue_release(struct queue *q, size_t n, const struct store_pair *pairs, const char *reason,
+                   bool delivered);
+
+/* A growing list of (job, lease) pairs; free(v) when done. */
+struct queue_pairs {
+    struct store_pair *v;
+    size_t n, cap;
+};
+/* Add one (the strings are not copied). 0 or -ENOMEM. */
+int queue_pairs_add(struct queue_pairs *ps, const char *job, const char *lease);
+
+/* The leased-job view of a store job (strings borrowed), for the
+ * encoders in reply.h. */
+void queue_job_view(const struct queue *q, const struct store_job *sj, long long deadline,
+                    struct reply_job *j);
+/* One job was leased to a consumer of this daemon: count it as claimed
+ * and record its wait. */
+void queue_leased(struct queue *q, long long wait_ms);
+
+#endif

@@ -1,0 +1,104 @@
+/* upkeep: each queue's timer that reaps expired leases and promotes due
+ * delayed jobs, and sleeps exactly until the next is due (the scripts say
+ * when), or the regular pass (upkeep-ms), whichever comes first. */
+#include <stdlib.h>
+
+#include "engine.h"
+#include "log.h"
+#include "queue.h"
+#include "queue_internal.h"
+
+#define UPKEEP_MAX 1000 /* most leases reaped / jobs promoted per call */
+
+void queue_upkeep_cb(uv_timer_t *t);
+
+static void upkeep_schedule(struct queue *q)
+{
+    uint64_t next = q->eng->cfg->upkeep_ms;
+    if (q->reap_next < next)
+        next = q->reap_next;
+    if (q->promote_next < next)
+        next = q->promote_next;
+    if (q->due_wanted != 0) { /* asked for while the pass ran */
+        uint64_t now = uv_now(q->eng->loop);
+        uint64_t in = q->due_wanted > now ? q->due_wanted - now : 0;
+        if (in < next)
+            next = in;
+        q->due_wanted = 0;
+    }
+    uv_timer_start(&q->timer, queue_upkeep_cb, next, 0);
+}
+
+/* When the next pass of reap or promote is due, from what it answered:
+ * how many it did, and ms until the next is due (-1: none). */
+static uint64_t upkeep_next(const struct queue *q, const struct store_status *st, uint64_t done,
+                            long long next_ms)
+{
+    uint64_t dflt = q->eng->cfg->upkeep_ms;
+    if (st->code != 0)
+        return dflt;
+    if (done >= UPKEEP_MAX)
+        return 0; /* more are due right now */
+    return next_ms < 0 || (uint64_t)next_ms > dflt ? dflt : (uint64_t)next_ms;
+}
+
+static void promote_cb(void *priv, const struct store_status *st, uint64_t n, long long next_ms)
+{
+    struct queue *q = priv;
+    q->promote_next = upkeep_next(q, st, n, next_ms);
+    q->count.promoted += n;
+    q->upkeep_busy = false;
+    if (q->eng->stopping)
+        return;
+    upkeep_schedule(q);
+    /* A wake can be lost (published while our subscriber was
+     * reconnecting); parked consumers look again at every pass, so a lost
+     * wake costs them at most one upkeep period. No-op without waiters. */
+    queue_pump(q, false);
+    queue_pump(q, true);
+}
+
+static void reap_cb(void *priv, const struct store_status *st, uint64_t n, long long next_ms)
+{
+    struct queue *q = priv;
+    q->reap_next = upkeep_next(q, st, n, next_ms);
+    if (n > 0)
+        log_event(LOG_INFO, "reaped expired leases", "queue=%s leases=%llu", q->name,
+                  (unsigned long long)n);
+    q->count.reaped += n;
+    if (q->eng->stopping || store_promote(queue_store(q), UPKEEP_MAX, promote_cb, q) != 0) {
+        q->upkeep_busy = false;
+        if (!q->eng->stopping)
+            upkeep_schedule(q);
+    }
+}
+
+void queue_due_in(struct queue *q, uint64_t ms)
+{
+    if (q->eng->stopping)
+        return;
+    if (q->upkeep_busy) {
+        /* A pass reschedules itself from its scripts' "next due" answers,
+         * but it is two calls (reap, then promote): this lease or delayed
+         * job may have been made after the reap had answered. Remember
+         * when it is due; upkeep_schedule honours it. */
+        uint64_t at = uv_now(q->eng->loop) + ms;
+        if (q->due_wanted == 0 || at < q->due_wanted)
+            q->due_wanted = at;
+        return;
+    }
+    if (!uv_is_active((uv_handle_t *)&q->timer) || uv_timer_get_due_in(&q->timer) > ms)
+        uv_timer_start(&q->timer, queue_upkeep_cb, ms, 0);
+}
+
+void queue_upkeep_cb(uv_timer_t *t)
+{
+    struct queue *q = t->data;
+    if (q->upkeep_busy || q->eng->stopping)
+        return;
+    q->upkeep_busy = true;
+    if (store_reap(queue_store(q), UPKEEP_MAX, reap_cb, q) != 0) {
+        q->upkeep_busy = false;
+        upkeep_schedule(q);
+    }
+}

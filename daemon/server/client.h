@@ -1,0 +1,75 @@
+/* client: one connection. Bytes come in through the frame reader, each
+ * complete line runs as a request (req.h); replies and pushes are batched
+ * into one write per loop turn. The jobs leased to it (lease.h) and its
+ * parked claims and streams (consumer.h) end with it. */
+#ifndef EMQ_CLIENT_H
+#define EMQ_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "frame.h"
+#include "map.h"
+#include "reply.h"
+
+struct consumer;
+struct req;
+struct server;
+
+struct client {
+    struct client *prev, *next;
+    struct client *dirty_next;
+    struct server *srv;
+    union {
+        uv_handle_t handle;
+        uv_stream_t stream;
+        uv_tcp_t tcp;
+        uv_pipe_t pipe;
+    } h;
+    uint64_t id;
+    char addr[64];
+    struct frame frame;
+    struct outbuf out;  /* bytes waiting for the next write */
+    struct outbuf wbuf; /* bytes being written */
+    uv_write_t write_req;
+    bool writing, dirty, closing, quit, authed, reading, unix_socket, resume_queued;
+    bool eof;        /* the peer sent its last byte (it may still read) */
+    bool lines_left; /* complete lines read but not run yet (reads paused) */
+    /* A request that runs in several backend calls (drain): the lines after
+     * it wait until it is answered, so they see all of its effects. */
+    struct req *barrier;
+    struct client *resume_next; /* in the server's resumed list */
+    int refs;                   /* requests and writes that still point here */
+    struct req *head, *tail;    /* requests in arrival order, until replied */
+    size_t inflight;            /* requests not yet answered */
+    size_t queued_bytes;        /* replies done but waiting behind an earlier one */
+    struct map held;            /* "queue job" -> struct lease, jobs leased to us */
+    struct consumer *consumers; /* its parked claims and streams */
+    int auth_failures;
+    uint64_t last_active;
+};
+
+int client_accept(struct server *s, uv_stream_t *listener);
+/* Queue bytes for the client (written at the end of this loop turn). Past
+ * max-output, or out of memory, it closes the client (with a log line). */
+void client_send(struct client *c, const char *data, size_t len);
+void client_close(struct client *c, const char *why);
+/* Stop reading, answer parked claims, close once every reply is written. */
+void client_shutdown(struct client *c);
+void client_ref(struct client *c);
+void client_unref(struct client *c);
+/* The client has fewer requests in flight: resume reading if it paused. */
+void client_maybe_resume(struct client *c);
+/* The client has bytes to write this turn (or a quit to finish). */
+void client_mark_dirty(struct client *c);
+/* Resume reading the clients whose requests in flight fell below the
+ * limit, running the lines they had sent already. */
+void client_resume_all(struct server *s);
+/* Close the client if it has been idle past the idle timeout (now: uv_now). */
+void client_idle_check(struct client *c, uint64_t now);
+/* Write every dirty client's buffer (called from the flush handle). */
+void client_flush_all(struct server *s);
+
+#endif

@@ -1,0 +1,277 @@
+/* req: a request's life (req.h): made from a line, checked against its
+ * command's spec, run, and answered; answers leave in arrival order. */
+#include "req.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "cmd.h"
+#include "consumer.h"
+#include "engine.h"
+#include "log.h"
+#include "queue.h"
+#include "request.h"
+#include "server.h"
+
+static void req_free(struct req *r)
+{
+    struct client *c = r->c;
+    json_decref(r->root);
+    json_decref(r->acc);
+    free(r->reply);
+    free(r);
+    c->inflight--;
+    client_maybe_resume(c);
+    client_unref(c);
+}
+
+/* Move every finished reply at the head of the connection's line into
+ * its output. */
+static void req_drain(struct client *c)
+{
+    while (c->head != NULL && c->head->done) {
+        struct req *r = c->head;
+        c->head = r->next;
+        if (c->head == NULL)
+            c->tail = NULL;
+        c->queued_bytes -= r->reply_len;
+        client_send(c, r->reply, r->reply_len);
+        bool quit = c->quit && c->head == NULL;
+        /* A stream starts pushing only once its own reply is out, so a
+         * worker never sees a job before the ack of the stream it asked
+         * for. */
+        struct consumer *park = r->park;
+        req_free(r);
+        if (park != NULL && !c->closing)
+            queue_park(park->w.q, &park->w);
+        if (quit)
+            client_mark_dirty(c); /* the flush closes it once written */
+    }
+}
+
+void req_close_all(struct client *c)
+{
+    /* Requests still running finish into the void (req_ok_line sees
+     * closing); those already finished but waiting their turn are freed
+     * now. */
+    struct req *r = c->head;
+    c->head = c->tail = NULL;
+    while (r != NULL) {
+        struct req *next = r->next;
+        r->next = NULL;
+        if (r->done)
+            req_free(r);
+        r = next;
+    }
+}
+
+/* The request's place in the op table (SERVER_OPS_MAX if none), for the
+ * requests-by-op-and-result counters. */
+static size_t op_index(const struct cmd *cmd)
+{
+    const struct cmd *k;
+    for (size_t i = 0; cmd != NULL && i < SERVER_OPS_MAX && (k = cmd_at(i)) != NULL; i++)
+        if (k == cmd)
+            return i;
+    return SERVER_OPS_MAX;
+}
+
+/* The request is answered (or dropped): let the lines after a barrier
+ * run, and count it. */
+static void finished(struct req *r)
+{
+    struct client *c = r->c;
+    if (c->barrier == r) {
+        /* Every call of it has run: the lines after it may run now. */
+        c->barrier = NULL;
+        client_maybe_resume(c);
+    }
+    c->srv->results.n[op_index(r->cmd)][r->err < WIRE__END ? r->err : 0]++;
+}
+
+void req_drop(struct req *r)
+{
+    finished(r);
+    req_free(r);
+}
+
+void req_ok_line(struct req *r, struct outbuf *line, int rc)
+{
+    struct client *c = r->c;
+    if (rc != 0 && !c->closing) {
+        /* The reply cannot be sent, and every later reply of the
+         * connection would wait behind it for ever: close it instead. */
+        log_event(LOG_WARN, "out of memory building a reply: disconnecting", "client=%s op=%s",
+                  c->addr, r->cmd ? r->cmd->name : "-");
+        client_close(c, "out of memory");
+    }
+    if (c->closing) {
+        /* Nobody to answer; the request was unlinked when the client
+         * closed. */
+        outbuf_deinit(line);
+        req_drop(r);
+        return;
+    }
+    finished(r);
+    r->done = true;
+    r->reply = line->data;
+    r->reply_len = line->len;
+    line->data = NULL;
+    /* The reply is all that is left to send: drop the parsed request (a
+     * payload, maybe) now rather than when an earlier reply, perhaps a
+     * claim parked for an hour, lets this one out. */
+    json_decref(r->root);
+    json_decref(r->acc);
+    r->root = r->acc = NULL;
+    r->ref = NULL;
+    c->queued_bytes += r->reply_len;
+    req_drain(c);
+    /* Replies queued behind a parked request count against the output
+     * cap too, so a client cannot pile them up without bound. */
+    if (!c->closing && c->queued_bytes > c->srv->cfg->max_output) {
+        log_event(LOG_WARN, "replies held behind an earlier request exceed max-output",
+                  "client=%s queued=%zu", c->addr, c->queued_bytes);
+        client_close(c, "replies held past max-output");
+    }
+}
+
+void req_ok(struct req *r, json_t *fields)
+{
+    struct outbuf line;
+    outbuf_init(&line);
+    int rc = reply_ok(&line, r->ref, fields);
+    json_decref(fields);
+    req_ok_line(r, &line, rc);
+}
+
+void req_ok_string(struct req *r, const char *key, const char *value)
+{
+    struct outbuf line;
+    outbuf_init(&line);
+    reply_begin_ok(&line, r->ref);
+    reply_key(&line, key);
+    reply_string(&line, value, strlen(value));
+    req_ok_line(r, &line, reply_end(&line));
+}
+
+void req_error(struct req *r, enum wire_error code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    r->c->srv->count.errors++;
+    r->err = (unsigned char)code;
+    if (log_threshold >= LOG_DEBUG) {
+        char q[600];
+        log_event(LOG_DEBUG, "request refused", "client=%s op=%s code=%s message=%s", r->c->addr,
+                  r->cmd ? r->cmd->name : "-", wire_error_name(code), log_quote(msg, q, sizeof(q)));
+    }
+    struct outbuf line;
+    outbuf_init(&line);
+    int rc = reply_error(&line, r->ref, code, msg);
+    req_ok_line(r, &line, rc);
+}
+
+void req_store_error(struct req *r, const struct store_status *st)
+{
+    req_error(r, st->code, "%s", st->message);
+}
+
+struct server *req_server(const struct req *r)
+{
+    return r->c->srv;
+}
+
+static struct req *req_new(struct client *c)
+{
+    struct req *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return NULL;
+    r->c = c;
+    client_ref(c);
+    c->inflight++;
+    if (c->tail != NULL)
+        c->tail->next = r;
+    else
+        c->head = r;
+    c->tail = r;
+    return r;
+}
+
+void req_too_long(struct client *c)
+{
+    struct req *r = req_new(c);
+    if (r == NULL) {
+        log_event(LOG_WARN, "out of memory for a request: disconnecting", "client=%s", c->addr);
+        client_close(c, "out of memory");
+        return;
+    }
+    req_error(r, WIRE_ETOOBIG, "line longer than %zu bytes", c->srv->cfg->max_line);
+}
+
+static bool auth_ok(struct client *c, const struct cmd *cmd)
+{
+    return c->authed || c->srv->cfg->token == NULL || (cmd != NULL && (cmd->flags & CMD_NOAUTH));
+}
+
+void req_run_line(struct client *c, const char *line, size_t len)
+{
+    struct server *s = c->srv;
+    struct req *r = req_new(c);
+    struct request rq;
+    struct request_error err;
+
+    if (r == NULL) {
+        log_event(LOG_WARN, "out of memory for a request: disconnecting", "client=%s", c->addr);
+        client_close(c, "out of memory");
+        return;
+    }
+    s->count.requests++;
+    c->last_active = uv_now(s->loop);
+    if (request_parse(&rq, line, len, &err) != 0) {
+        r->root = rq.root;
+        r->ref = rq.ref;
+        req_error(r, err.code, "%s", err.message);
+        return;
+    }
+    r->root = rq.root;
+    r->ref = rq.ref;
+    r->cmd = cmd_lookup(rq.op, rq.op_len);
+    /* Authentication comes first: a client without the token learns
+     * nothing, not even which ops exist. */
+    if (!auth_ok(c, r->cmd)) {
+        r->cmd = NULL;
+        req_error(r, WIRE_EAUTH, "say hello with the token first");
+        return;
+    }
+    if (r->cmd == NULL) {
+        req_error(r, WIRE_EUNKNOWN, "no such op \"%.*s\"", (int)(rq.op_len > 64 ? 64 : rq.op_len),
+                  rq.op);
+        return;
+    }
+    if (request_check(r->cmd->spec, r->root, &err) != 0) {
+        req_error(r, err.code, "%s", err.message);
+        return;
+    }
+    if (r->cmd->flags & CMD_QUEUE) {
+        size_t qlen;
+        const char *qname = request_string(r->root, "queue", &qlen);
+        r->q = engine_queue(&s->eng, qname, qlen);
+        if (r->q == NULL) {
+            req_error(r, WIRE_ELIMIT, "too many queues");
+            return;
+        }
+    }
+    if (s->stopping && r->cmd->flags & CMD_WORK) {
+        req_error(r, WIRE_EUNAVAILABLE, "the daemon is shutting down");
+        return;
+    }
+    if (r->cmd->flags & CMD_BARRIER)
+        c->barrier = r; /* cleared by its reply, maybe within run */
+    r->cmd->run(r);
+}
