@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "addr.h"
+#include "admin.h"
 #include "log.h"
 
 static void flush_cb(uv_check_t *h)
@@ -42,29 +43,20 @@ static void sweep_cb(uv_timer_t *t)
 /* Every queue any daemon has used is named in emq:queues, so a daemon
  * that starts (or restarts) runs the upkeep of all of them, not only of
  * those its own clients name. */
-static void known_queues_cb(void *priv, int status, redisReply *reply)
+static void known_queues_cb(void *priv, const struct store_status *st, size_t n,
+                            const struct store_text *names)
 {
     struct server *s = priv;
-    if (status != 0 || reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
+    if (st->code != 0) {
         log_event(LOG_WARN, "backend connected, but its queue registry could not be read",
                   "redis=%s queues=%zu", pool_where(s->pool), s->queues.count);
         return;
     }
-    for (size_t i = 0; i < reply->elements; i++) {
-        redisReply *e = reply->element[i];
-        if (e->type == REDIS_REPLY_STRING && brand_queue_valid(e->str, e->len))
-            server_queue(s, e->str, e->len);
-    }
+    for (size_t i = 0; i < n; i++)
+        server_queue(s, names[i].str, names[i].len);
     /* Logged once the registry is read, so the count is the backend's. */
     log_event(LOG_INFO, "backend connected", "redis=%s queues=%zu", pool_where(s->pool),
               s->queues.count);
-}
-
-static void ignore_cb(void *priv, int status, redisReply *reply)
-{
-    (void)priv;
-    (void)status;
-    (void)reply;
 }
 
 static void pool_state_cb(void *priv, bool up)
@@ -78,8 +70,7 @@ static void pool_state_cb(void *priv, bool up)
                   log_quote(pool_last_error(s->pool), q, sizeof(q)));
         return;
     }
-    const char *argv[] = {"SMEMBERS", SERVER_QUEUES_KEY};
-    pool_command(s->pool, NULL, 2, argv, NULL, known_queues_cb, s);
+    store_queues_list(s->pool, known_queues_cb, s);
     /* Clients are let in once the backend first answers, so a request
      * right after start-up does not meet an unconnected pool. */
     if (!s->listening) {
@@ -149,8 +140,7 @@ struct queue *server_queue(struct server *s, const char *name, size_t len)
         return NULL;
     }
     queue_start(q);
-    const char *argv[] = {"SADD", SERVER_QUEUES_KEY, q->name};
-    pool_command(s->pool, NULL, 3, argv, NULL, ignore_cb, NULL);
+    store_queues_add(s->pool, q->name, len);
     return q;
 }
 

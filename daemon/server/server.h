@@ -21,9 +21,6 @@
 #include "request.h"
 #include "store.h"
 
-/* The set of queue names every daemon has used (outside any {q} slot). */
-#define SERVER_QUEUES_KEY "emq:queues"
-
 struct client;
 struct queue;
 struct req;
