@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin.h"
 #include "queue.h"
 #include "waiter.h"
 
@@ -19,13 +20,6 @@ void engine_init(struct engine *e, uv_loop_t *loop, const struct config *cfg)
 void engine_attach_pool(struct engine *e, struct pool *p)
 {
     e->pool = p;
-}
-
-static void ignore_cb(void *priv, int status, redisReply *reply)
-{
-    (void)priv;
-    (void)status;
-    (void)reply;
 }
 
 struct queue *engine_queue(struct engine *e, const char *name, size_t len)
@@ -43,8 +37,7 @@ struct queue *engine_queue(struct engine *e, const char *name, size_t len)
         return NULL;
     }
     queue_start(q);
-    const char *argv[] = {"SADD", "emq:queues", q->name};
-    pool_command(e->pool, NULL, 3, argv, NULL, ignore_cb, NULL);
+    store_queues_add(e->pool, q->name, len);
     return q;
 }
 

@@ -1,64 +1,49 @@
 /* cmd_admin: the per-tenant levers (limit, pause, resume, reassign,
  * drain, reap) and the reads (depth, stats, groups, job, dead, check). */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "admin.h"
 #include "cmd.h"
+#include "jobs.h"
 #include "queue.h"
 #include "req.h"
 #include "server.h"
 
-/* Temporary: the old untyped path, until the admin calls are typed. */
-static void req_backend_error(struct req *r, int status, const redisReply *reply)
+/* Every handler makes one typed store call (admin.h) on queue_store(r->q),
+ * so that it runs after this turn's completions, in the order the
+ * connection sent it; the callbacks turn the typed result into the reply. */
+
+/* The store did not accept the call (rc != 0): nothing was sent, and no
+ * callback will answer r. */
+static void sent(struct req *r, int rc)
 {
-    if (status != 0 || reply == NULL) {
-        req_error(r, WIRE_EUNAVAILABLE,
-                  "the backend is not connected or did not answer in time; retry");
-        return;
-    }
-    if (reply->type == REDIS_REPLY_ERROR) {
-        size_t w = strcspn(reply->str, " ");
-        req_error(r, wire_error_lookup(reply->str, w), "%s",
-                  reply->str[w] ? reply->str + w + 1 : reply->str);
-        return;
-    }
-    req_error(r, WIRE_EINTERNAL, "unexpected backend reply");
-}
-static bool cmd_failed(struct req *r, int status, redisReply *reply)
-{
-    if (status != 0 || reply == NULL || reply->type == REDIS_REPLY_ERROR) {
-        req_backend_error(r, status, reply);
-        return true;
-    }
-    return false;
-}
-static void cmd_num(char *buf, size_t cap, long long v)
-{
-    snprintf(buf, cap, "%lld", v);
-}
-static void cmd_script(struct req *r, enum script_id id, int argc, const char **argv,
-                       pool_reply_cb *cb)
-{
-    struct store_queue *sq = queue_store(r->q);
-    if (pool_script(sq->pool, &sq->route, id, &sq->keys, argc, argv, NULL, cb, r) != 0)
+    if (rc != 0)
         req_error(r, WIRE_EUNAVAILABLE, "the backend is unavailable");
+}
+
+/* The call failed: answer r with its error and return true. */
+static bool failed(struct req *r, const struct store_status *st)
+{
+    if (st->code == 0)
+        return false;
+    req_store_error(r, st);
+    return true;
 }
 
 /* --- per-tenant levers --------------------------------------------------- */
 
-static void empty_cb(void *priv, int status, redisReply *reply)
+static void done_cb(void *priv, const struct store_status *st)
 {
     struct req *r = priv;
-    if (!cmd_failed(r, status, reply))
+    if (!failed(r, st))
         req_ok(r, NULL);
 }
 
-static void changed_cb(void *priv, int status, redisReply *reply)
+static void changed_cb(void *priv, const struct store_status *st, bool changed)
 {
     struct req *r = priv;
-    if (!cmd_failed(r, status, reply))
-        req_ok(r, json_pack("{s:b}", "changed", reply->integer == 1));
+    if (!failed(r, st))
+        req_ok(r, json_pack("{s:b}", "changed", changed));
 }
 
 static const struct arg_spec limit_spec[] = {
@@ -70,63 +55,57 @@ static const struct arg_spec limit_spec[] = {
 
 static void cmd_limit(struct req *r)
 {
-    char max[24];
     json_t *m = json_object_get(r->root, "max");
-    cmd_num(max, sizeof(max), json_is_integer(m) ? json_integer_value(m) : 0);
-    const char *argv[] = {cmd_str(r, "group"), max};
-    cmd_script(r, SCRIPT_LIMIT, 2, argv, empty_cb);
+    long long max = json_is_integer(m) ? json_integer_value(m) : 0; /* null: no ceiling */
+    sent(r, store_limit(queue_store(r->q), cmd_str(r, "group"), max, done_cb, r));
 }
 
 static const struct arg_spec group_spec[] = {Q, GROUP, END};
 
 static void cmd_pause(struct req *r)
 {
-    const char *argv[] = {cmd_str(r, "group")};
-    cmd_script(r, SCRIPT_PAUSE, 1, argv, changed_cb);
+    sent(r, store_pause(queue_store(r->q), cmd_str(r, "group"), changed_cb, r));
 }
 
 static void cmd_resume(struct req *r)
 {
-    const char *argv[] = {cmd_str(r, "group")};
-    cmd_script(r, SCRIPT_RESUME, 1, argv, changed_cb);
+    sent(r, store_resume(queue_store(r->q), cmd_str(r, "group"), changed_cb, r));
 }
 
 static const struct arg_spec reassign_spec[] = {Q, JOB, GROUP, END};
 
-static void reassign_cb(void *priv, int status, redisReply *reply)
+static void reassign_cb(void *priv, const struct store_status *st, const char *from,
+                        size_t from_len)
 {
     struct req *r = priv;
-    if (cmd_failed(r, status, reply))
-        return;
-    req_ok(r, json_pack("{s:o}", "from",
-                        reply->len ? json_stringn(reply->str, reply->len) : json_null()));
+    if (!failed(r, st))
+        req_ok(r, json_pack("{s:o}", "from", from ? json_stringn(from, from_len) : json_null()));
 }
 
 static void cmd_reassign(struct req *r)
 {
-    const char *argv[] = {cmd_str(r, "job"), cmd_str(r, "group")};
-    cmd_script(r, SCRIPT_REASSIGN, 2, argv, reassign_cb);
+    sent(r,
+         store_reassign(queue_store(r->q), cmd_str(r, "job"), cmd_str(r, "group"), reassign_cb, r));
 }
 
-/* Drain runs in bounded script calls (so Redis never blocks long) until
- * the lane is empty. */
-static void drain_cb(void *priv, int status, redisReply *reply)
+/* Drain runs in bounded calls (so Redis never blocks long) until the lane
+ * is empty. */
+#define DRAIN_BATCH 1000
+
+static void drain_cb(void *priv, const struct store_status *st, const struct store_drained *res)
 {
     struct req *r = priv;
-    if (cmd_failed(r, status, reply))
+    if (failed(r, st))
         return;
-    uint64_t drained = (uint64_t)reply->element[0]->integer;
-    uint64_t left = (uint64_t)reply->element[1]->integer;
     /* The first call fixes the goal: what was pending then. Jobs that
      * producers add while we drain are theirs to keep, so a busy lane
      * cannot keep the drain (and this connection's replies) going for
      * ever. */
     if (r->n == 0 && r->acc == NULL)
-        r->acc = json_integer((json_int_t)(drained + left));
-    r->n += drained;
-    if (left > 0 && r->n < (uint64_t)json_integer_value(r->acc)) {
-        const char *argv[] = {cmd_str(r, "group"), "1000"};
-        cmd_script(r, SCRIPT_DRAIN, 2, argv, drain_cb);
+        r->acc = json_integer((json_int_t)(res->drained + res->left));
+    r->n += res->drained;
+    if (res->left > 0 && r->n < (uint64_t)json_integer_value(r->acc)) {
+        sent(r, store_drain(queue_store(r->q), cmd_str(r, "group"), DRAIN_BATCH, drain_cb, r));
         return;
     }
     req_ok(r, json_pack("{s:I}", "drained", (json_int_t)r->n));
@@ -134,67 +113,62 @@ static void drain_cb(void *priv, int status, redisReply *reply)
 
 static void cmd_drain(struct req *r)
 {
-    const char *argv[] = {cmd_str(r, "group"), "1000"};
-    cmd_script(r, SCRIPT_DRAIN, 2, argv, drain_cb);
+    sent(r, store_drain(queue_store(r->q), cmd_str(r, "group"), DRAIN_BATCH, drain_cb, r));
 }
 
 static const struct arg_spec opt_group_spec[] = {Q, {"group", ARG_STRING, ARG_GROUP, 0, 0}, END};
 
-static void depth_cb(void *priv, int status, redisReply *reply)
+static void depth_cb(void *priv, const struct store_status *st, uint64_t n)
 {
     struct req *r = priv;
-    if (!cmd_failed(r, status, reply))
-        req_ok(r, json_pack("{s:I}", "depth", (json_int_t)reply->integer));
+    if (!failed(r, st))
+        req_ok(r, json_pack("{s:I}", "depth", (json_int_t)n));
 }
 
 static void cmd_depth(struct req *r)
 {
-    const char *argv[] = {cmd_str(r, "group")};
-    cmd_script(r, SCRIPT_DEPTH, 1, argv, depth_cb);
+    sent(r, store_depth(queue_store(r->q), cmd_str(r, "group"), depth_cb, r));
 }
 
-static void reap_cb(void *priv, int status, redisReply *reply)
+static void reap_cb(void *priv, const struct store_status *st, uint64_t n, long long next_ms)
 {
     struct req *r = priv;
-    if (cmd_failed(r, status, reply))
+    (void)next_ms; /* the upkeep's concern, not the reply's */
+    if (failed(r, st))
         return;
-    long long n = reply->type == REDIS_REPLY_ARRAY ? reply->element[0]->integer : reply->integer;
-    r->q->count.reaped += (uint64_t)n;
+    r->q->count.reaped += n;
     req_ok(r, json_pack("{s:I}", "reaped", (json_int_t)n));
 }
 
+/* A reap asked for by an operator takes up to 10,000 at once (the upkeep
+ * takes 1000 per call, and runs again at once while more are due). */
 static void cmd_reap(struct req *r)
 {
     const char *group = request_string(r->root, "group", NULL);
-    if (group != NULL) {
-        const char *argv[] = {group, "10000"};
-        cmd_script(r, SCRIPT_REAP_GROUP, 2, argv, reap_cb);
-    } else {
-        const char *argv[] = {"10000"};
-        cmd_script(r, SCRIPT_REAP, 1, argv, reap_cb);
-    }
+    struct store_queue *sq = queue_store(r->q);
+    sent(r, group != NULL ? store_reap_group(sq, group, 10000, reap_cb, r)
+                          : store_reap(sq, 10000, reap_cb, r));
 }
 
 /* --- reading the queue ---------------------------------------------------- */
 
 static const struct arg_spec queue_spec[] = {Q, END};
 
-static void stats_cb(void *priv, int status, redisReply *reply)
+static void stats_cb(void *priv, const struct store_status *st, const struct store_stats *res)
 {
     struct req *r = priv;
-    if (cmd_failed(r, status, reply))
+    if (failed(r, st))
         return;
-    static const char *const names[] = {"pending", "active", "delayed", "dead",
-                                        "ring",    "groups", "paused",  "flat"};
-    json_t *o = json_object();
-    for (size_t i = 0; i < reply->elements && i < 8; i++)
-        json_object_set_new(o, names[i], json_integer(reply->element[i]->integer));
-    req_ok(r, o);
+    req_ok(r, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "pending",
+                        (json_int_t)res->pending, "active", (json_int_t)res->active, "delayed",
+                        (json_int_t)res->delayed, "dead", (json_int_t)res->dead, "ring",
+                        (json_int_t)res->ring, "groups", (json_int_t)res->groups, "paused",
+                        (json_int_t)res->paused, "flat", (json_int_t)res->flat));
 }
 
 static void cmd_stats(struct req *r)
 {
-    cmd_script(r, SCRIPT_STATS, 0, NULL, stats_cb);
+    sent(r, store_stats(queue_store(r->q), stats_cb, r));
 }
 
 static const struct arg_spec groups_spec[] = {
@@ -204,76 +178,72 @@ static const struct arg_spec groups_spec[] = {
     END,
 };
 
-static void groups_cb(void *priv, int status, redisReply *reply)
+static void groups_cb(void *priv, const struct store_status *st, const struct store_groups *res)
 {
     struct req *r = priv;
-    if (cmd_failed(r, status, reply))
+    if (failed(r, st))
         return;
     json_t *list = json_array();
-    for (size_t i = 1; i + 4 < reply->elements; i += 5) {
-        redisReply **f = reply->element + i;
-        json_array_append_new(
-            list, json_pack("{s:s, s:I, s:I, s:o, s:b}", "group", f[0]->str, "depth",
-                            (json_int_t)f[1]->integer, "active", (json_int_t)f[2]->integer, "limit",
-                            f[3]->integer < 0 ? json_null() : json_integer(f[3]->integer), "paused",
-                            f[4]->integer == 1));
+    for (size_t i = 0; i < res->n; i++) {
+        const struct store_group_row *g = &res->rows[i];
+        json_array_append_new(list, json_pack("{s:s, s:I, s:I, s:o, s:b}", "group", g->group,
+                                              "depth", (json_int_t)g->depth, "active",
+                                              (json_int_t)g->active, "limit",
+                                              g->limit < 0 ? json_null() : json_integer(g->limit),
+                                              "paused", g->paused));
     }
-    req_ok(r, json_pack("{s:o, s:s}", "groups", list, "cursor", reply->element[0]->str));
+    req_ok(r, json_pack("{s:o, s:s}", "groups", list, "cursor", res->cursor));
 }
 
 static void cmd_groups(struct req *r)
 {
-    char count[24];
     const char *cursor = request_string(r->root, "cursor", NULL);
     if (cursor != NULL && (cursor[0] == '\0' || cursor[strspn(cursor, "0123456789")] != '\0')) {
         req_error(r, WIRE_EARG, "argument \"cursor\" must be a cursor from a previous reply");
         return;
     }
-    cmd_num(count, sizeof(count), request_int(r->root, "count", 100));
-    const char *argv[] = {cursor ? cursor : "0", count};
-    cmd_script(r, SCRIPT_GROUPS, 2, argv, groups_cb);
+    uint64_t count = (uint64_t)request_int(r->root, "count", 100);
+    sent(r, store_groups(queue_store(r->q), cursor ? cursor : "0", count, groups_cb, r));
 }
 
 static const struct arg_spec job_spec[] = {Q, JOB, END};
 
-static void job_cb(void *priv, int status, redisReply *reply)
+/* A row field as the reply shows it: the payload as the JSON it is (text
+ * if it does not parse), no group as null, counts and times as numbers. */
+static json_t *row_value(const struct store_row_field *f)
+{
+    const struct store_text *v = &f->value;
+    if (f->key == STORE_ROW_PAYLOAD) {
+        json_t *val = json_loadb(v->str, v->len, JSON_DECODE_ANY, NULL);
+        return val != NULL ? val : json_stringn(v->str, v->len);
+    }
+    if (f->key == STORE_ROW_GROUP && v->len == 0)
+        return json_null();
+    if (f->numeric)
+        return json_integer((json_int_t)f->num);
+    return json_stringn(v->str, v->len);
+}
+
+static void job_cb(void *priv, const struct store_status *st, const struct store_row *res)
 {
     struct req *r = priv;
-    if (cmd_failed(r, status, reply))
+    if (failed(r, st))
         return;
-    if (reply->elements == 0) {
-        req_error(r, WIRE_ENOJOB, "no such job (never enqueued, or expired after completion)");
-        return;
-    }
+    /* The row as it is, in its own field order. */
     json_t *row = json_object();
     json_object_set_new(row, "job", json_string(cmd_str(r, "job")));
-    for (size_t i = 0; i + 1 < reply->elements; i += 2) {
-        const char *k = reply->element[i]->str;
-        redisReply *v = reply->element[i + 1];
-        json_t *val;
-        if (strcmp(k, "lease") == 0)
+    for (size_t i = 0; i < res->nfields; i++) {
+        const struct store_row_field *f = &res->fields[i];
+        if (f->key == STORE_ROW_LEASE)
             continue; /* the fencing token belongs to the holder alone */
-        if (strcmp(k, "payload") == 0) {
-            val = json_loadb(v->str, v->len, JSON_DECODE_ANY, NULL);
-            if (val == NULL)
-                val = json_stringn(v->str, v->len);
-        } else if (strcmp(k, "group") == 0 && v->len == 0) {
-            val = json_null();
-        } else if (strcmp(k, "attempts") == 0 || strcmp(k, "max_attempts") == 0 ||
-                   strstr(k, "_ms") != NULL || strcmp(k, "lease_until") == 0) {
-            val = json_integer(strtoll(v->str, NULL, 10));
-        } else {
-            val = json_stringn(v->str, v->len);
-        }
-        json_object_set_new(row, k, val);
+        json_object_set_new(row, f->name.str, row_value(f));
     }
     req_ok(r, json_pack("{s:o}", "job", row));
 }
 
 static void cmd_job(struct req *r)
 {
-    const char *argv[] = {cmd_str(r, "job")};
-    cmd_script(r, SCRIPT_JOB, 1, argv, job_cb);
+    sent(r, store_job_row(queue_store(r->q), cmd_str(r, "job"), job_cb, r));
 }
 
 static const struct arg_spec dead_spec[] = {
@@ -284,25 +254,29 @@ static const struct arg_spec dead_spec[] = {
     END,
 };
 
-static void dead_cb(void *priv, int status, redisReply *reply)
+static void dead_list_cb(void *priv, const struct store_status *st, size_t n,
+                         const struct store_dead_row *rows)
 {
     struct req *r = priv;
-    if (cmd_failed(r, status, reply))
+    if (failed(r, st))
         return;
-    if (reply->type == REDIS_REPLY_INTEGER) {
-        req_ok(r, json_pack("{s:I}", "count", (json_int_t)reply->integer));
-        return;
-    }
     json_t *list = json_array();
-    for (size_t i = 0; i + 4 < reply->elements; i += 5) {
-        redisReply **f = reply->element + i;
+    for (size_t i = 0; i < n; i++) {
+        const struct store_dead_row *d = &rows[i];
         json_array_append_new(list,
-                              json_pack("{s:s, s:o, s:I, s:s, s:I}", "job", f[0]->str, "group",
-                                        f[1]->len ? json_string(f[1]->str) : json_null(),
-                                        "attempts", (json_int_t)f[2]->integer, "error", f[3]->str,
-                                        "died_ms", (json_int_t)f[4]->integer));
+                              json_pack("{s:s, s:o, s:I, s:s, s:I}", "job", d->job.str, "group",
+                                        d->group.len ? json_string(d->group.str) : json_null(),
+                                        "attempts", (json_int_t)d->attempts, "error", d->error.str,
+                                        "died_ms", (json_int_t)d->died_ms));
     }
     req_ok(r, json_pack("{s:o}", "jobs", list));
+}
+
+static void dead_count_cb(void *priv, const struct store_status *st, uint64_t n)
+{
+    struct req *r = priv;
+    if (!failed(r, st))
+        req_ok(r, json_pack("{s:I}", "count", (json_int_t)n));
 }
 
 static void cmd_dead(struct req *r)
@@ -312,26 +286,32 @@ static void cmd_dead(struct req *r)
         req_error(r, WIRE_EARG, "argument \"action\" must be list, retry or purge");
         return;
     }
-    char limit[24];
-    cmd_num(limit, sizeof(limit), request_int(r->root, "limit", 100));
-    const char *argv[] = {action, cmd_str(r, "job"), limit};
-    cmd_script(r, SCRIPT_DEAD, 3, argv, dead_cb);
+    struct store_queue *sq = queue_store(r->q);
+    const char *job = cmd_str(r, "job"); /* "": the oldest, up to the limit */
+    uint64_t limit = (uint64_t)request_int(r->root, "limit", 100);
+    if (strcmp(action, "list") == 0)
+        sent(r, store_dead_list(sq, job, limit, dead_list_cb, r));
+    else if (strcmp(action, "retry") == 0)
+        sent(r, store_dead_retry(sq, job, limit, dead_count_cb, r));
+    else
+        sent(r, store_dead_purge(sq, job, limit, dead_count_cb, r));
 }
 
-static void check_cb(void *priv, int status, redisReply *reply)
+static void check_cb(void *priv, const struct store_status *st, size_t n,
+                     const struct store_text *violations)
 {
     struct req *r = priv;
-    if (cmd_failed(r, status, reply))
+    if (failed(r, st))
         return;
     json_t *v = json_array();
-    for (size_t i = 0; i < reply->elements; i++)
-        json_array_append_new(v, json_string(reply->element[i]->str));
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(v, json_string(violations[i].str));
     req_ok(r, json_pack("{s:o}", "violations", v));
 }
 
 static void cmd_check(struct req *r)
 {
-    cmd_script(r, SCRIPT_CHECK, 0, NULL, check_cb);
+    sent(r, store_check(queue_store(r->q), check_cb, r));
 }
 
 /* The per-tenant levers and the reads. */

@@ -14,22 +14,15 @@
 
 #include "addr.h"
 #include "http.h"
+#include "admin.h"
+#include "client.h"
 #include "log.h"
 #include "procinfo.h"
-#include "client.h"
 #include "cmd.h"
 #include "queue.h"
 #include "server.h"
 
-/* Temporary: the old untyped path, until the admin calls are typed. */
-static int queue_script(struct queue *q, enum script_id id, int argc, const char **argv,
-                        pool_reply_cb *cb, void *priv)
-{
-    struct store_queue *sq = queue_store(q);
-    return pool_script(sq->pool, &sq->route, id, &sq->keys, argc, argv, NULL, cb, priv);
-}
-
-#define GROUP_PAGE  "256"
+#define GROUP_PAGE  256
 #define SCRAPES_MAX 2 /* at once; each costs two backend calls per queue */
 
 /* Scrapes in flight, over the process (a scrape outlives metrics_free
@@ -323,21 +316,24 @@ static void scrape_done(struct scrape *sc)
     scrape_free(sc);
 }
 
-static bool read_ok(struct scrape *sc, int status, const redisReply *reply, size_t min)
+/* A backend read failed: its gauges are left out, and the scrape says so. */
+static bool read_ok(struct scrape *sc, const struct store_status *st)
 {
-    if (status == 0 && reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements >= min)
+    if (st->code == 0)
         return true;
     sc->backend_errors++;
     return false;
 }
 
-static void stats_cb(void *priv, int status, redisReply *reply)
+static void stats_cb(void *priv, const struct store_status *st, const struct store_stats *res)
 {
     struct queue_read *rd = priv;
-    if (read_ok(rd->sc, status, reply, 4)) {
+    if (read_ok(rd->sc, st)) {
         rd->stats_ok = true;
-        for (size_t i = 0; i < 4; i++)
-            rd->stats[i] = reply->element[i]->integer;
+        rd->stats[0] = (long long)res->pending;
+        rd->stats[1] = (long long)res->active;
+        rd->stats[2] = (long long)res->delayed;
+        rd->stats[3] = (long long)res->dead;
     }
     scrape_done(rd->sc);
 }
@@ -350,21 +346,20 @@ static int by_depth(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-static void groups_cb(void *priv, int status, redisReply *reply)
+static void groups_cb(void *priv, const struct store_status *st, const struct store_groups *res)
 {
     struct queue_read *rd = priv;
     size_t keep = rd->sc->srv->cfg->metrics_groups;
-    if (read_ok(rd->sc, status, reply, 1) && keep > 0) {
-        size_t n = (reply->elements - 1) / 5;
-        rd->groups = calloc(n > 0 ? n : 1, sizeof(*rd->groups));
-        for (size_t i = 0; rd->groups != NULL && i < n; i++) {
-            redisReply **f = reply->element + 1 + 5 * i;
+    if (read_ok(rd->sc, st) && keep > 0) {
+        rd->groups = calloc(res->n > 0 ? res->n : 1, sizeof(*rd->groups));
+        for (size_t i = 0; rd->groups != NULL && i < res->n; i++) {
+            const struct store_group_row *f = &res->rows[i];
             struct group_row *g = &rd->groups[rd->ngroups++];
-            snprintf(g->name, sizeof(g->name), "%s", f[0]->str ? f[0]->str : "");
-            g->depth = f[1]->integer;
-            g->active = f[2]->integer;
-            g->limit = f[3]->integer;
-            g->paused = f[4]->integer;
+            snprintf(g->name, sizeof(g->name), "%.*s", (int)f->group_len, f->group);
+            g->depth = (long long)f->depth;
+            g->active = (long long)f->active;
+            g->limit = f->limit;
+            g->paused = f->paused;
         }
         qsort(rd->groups, rd->ngroups, sizeof(*rd->groups), by_depth);
         if (rd->ngroups > keep)
@@ -390,15 +385,14 @@ static void scrape_start(struct server *s, struct http_conn *conn)
     for (struct map_entry *e = map_first(&s->eng.queues, &b); e;
          e = map_next(&s->eng.queues, &b, e)) {
         struct queue_read *rd = &sc->reads[sc->nreads++];
-        const char *argv[] = {"0", GROUP_PAGE};
         rd->sc = sc;
         rd->q = e->value;
         sc->outstanding += 2;
-        if (queue_script(rd->q, SCRIPT_STATS, 0, NULL, stats_cb, rd) != 0) {
+        if (store_stats(queue_store(rd->q), stats_cb, rd) != 0) {
             sc->backend_errors++;
             sc->outstanding--;
         }
-        if (queue_script(rd->q, SCRIPT_GROUPS, 2, argv, groups_cb, rd) != 0) {
+        if (store_groups(queue_store(rd->q), "0", GROUP_PAGE, groups_cb, rd) != 0) {
             sc->backend_errors++;
             sc->outstanding--;
         }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "addr.h"
+#include "admin.h"
 #include "log.h"
 
 static void flush_cb(uv_check_t *h)
@@ -38,19 +39,17 @@ static void sweep_cb(uv_timer_t *t)
 /* Every queue any daemon has used is named in emq:queues, so a daemon
  * that starts (or restarts) runs the upkeep of all of them, not only of
  * those its own clients name. */
-static void known_queues_cb(void *priv, int status, redisReply *reply)
+static void known_queues_cb(void *priv, const struct store_status *st, size_t n,
+                            const struct store_text *names)
 {
     struct server *s = priv;
-    if (status != 0 || reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
+    if (st->code != 0) {
         log_event(LOG_WARN, "backend connected, but its queue registry could not be read",
                   "redis=%s queues=%zu", pool_where(s->pool), s->eng.queues.count);
         return;
     }
-    for (size_t i = 0; i < reply->elements; i++) {
-        redisReply *e = reply->element[i];
-        if (e->type == REDIS_REPLY_STRING && brand_queue_valid(e->str, e->len))
-            engine_queue(&s->eng, e->str, e->len);
-    }
+    for (size_t i = 0; i < n; i++)
+        engine_queue(&s->eng, names[i].str, names[i].len);
     /* Logged once the registry is read, so the count is the backend's. */
     log_event(LOG_INFO, "backend connected", "redis=%s queues=%zu", pool_where(s->pool),
               s->eng.queues.count);
@@ -66,8 +65,7 @@ static void pool_state_cb(void *priv, bool up)
                   log_quote(pool_last_error(s->pool), q, sizeof(q)));
         return;
     }
-    const char *argv[] = {"SMEMBERS", "emq:queues"};
-    pool_command(s->pool, NULL, 2, argv, NULL, known_queues_cb, s);
+    store_queues_list(s->pool, known_queues_cb, s);
     /* Clients are let in once the backend first answers, so a request
      * right after start-up does not meet an unconnected pool. */
     if (!s->listening) {

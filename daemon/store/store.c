@@ -64,8 +64,8 @@ bool store_int(const redisReply *r, long long *out)
 
 void store_unexpected(const struct store_call *c, const redisReply *reply, struct store_status *st)
 {
-    log_event(LOG_ERROR, "unexpected backend reply", "script=%s type=%d elements=%zu",
-              script_table[c->id].name, reply ? reply->type : -1,
+    log_event(LOG_ERROR, "unexpected backend reply", "call=%s type=%d elements=%zu", c->name,
+              reply ? reply->type : -1,
               reply && reply->type == REDIS_REPLY_ARRAY ? reply->elements : 0);
     *st = (struct store_status){WIRE_EINTERNAL, "unexpected backend reply"};
 }
@@ -86,7 +86,7 @@ static void reply_cb(void *priv, int status, redisReply *reply)
         st.message = reply->str[w] ? reply->str + w + 1 : reply->str;
         if (st.code == WIRE_EINTERNAL) {
             char q[600];
-            log_event(LOG_ERROR, "backend error", "script=%s error=%s", script_table[c->id].name,
+            log_event(LOG_ERROR, "backend error", "call=%s error=%s", c->name,
                       log_quote(reply->str, q, sizeof(q)));
         }
         reply = NULL;
@@ -101,8 +101,22 @@ int store_send(struct store_queue *sq, enum script_id id, int argc, const char *
     struct store_call *c = malloc(sizeof(*c));
     if (c == NULL)
         return -ENOMEM;
-    *c = (struct store_call){.id = id, .decode = decode, .cb = cb, .priv = priv, .n = n};
+    *c = (struct store_call){
+        .name = script_table[id].name, .decode = decode, .cb = cb, .priv = priv, .n = n};
     int rc = pool_script(sq->pool, &sq->route, id, &sq->keys, argc, argv, lens, reply_cb, c);
+    if (rc != 0)
+        free(c);
+    return rc;
+}
+
+int store_send_command(struct pool *p, int argc, const char **argv, const size_t *lens,
+                       store_decode_fn *decode, void (*cb)(void), void *priv)
+{
+    struct store_call *c = malloc(sizeof(*c));
+    if (c == NULL)
+        return -ENOMEM;
+    *c = (struct store_call){.name = argv[0], .decode = decode, .cb = cb, .priv = priv};
+    int rc = pool_command(p, NULL, argc, argv, lens, reply_cb, c);
     if (rc != 0)
         free(c);
     return rc;

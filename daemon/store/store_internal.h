@@ -17,7 +17,7 @@ typedef void store_decode_fn(const struct store_call *c, const struct store_stat
                              const redisReply *reply);
 
 struct store_call {
-    enum script_id id;
+    const char *name; /* the script's, or a plain command's word: for log lines */
     store_decode_fn *decode;
     void (*cb)(void); /* the caller's typed callback, cast back by decode */
     void *priv;
@@ -29,6 +29,12 @@ struct store_call {
  * calls promise (store.h). */
 int store_send(struct store_queue *sq, enum script_id id, int argc, const char **argv,
                const size_t *lens, store_decode_fn *decode, void (*cb)(void), void *priv, size_t n);
+
+/* Send the plain command argv[0..argc) (argv[0] a literal: it names the
+ * call in log lines) on no route: the queue registry's commands, which
+ * touch no queue's keys. 0 or a negative errno, as store_send. */
+int store_send_command(struct pool *p, int argc, const char **argv, const size_t *lens,
+                       store_decode_fn *decode, void (*cb)(void), void *priv);
 
 /* The reply had a shape the script never returns: log it, and fill *st
  * with WIRE_EINTERNAL for the callback. */

@@ -197,6 +197,30 @@ Test(ops, fail_extend_job_and_dead_letters)
     tc_close(c);
 }
 
+/* job shows a row as it is stored: in its own field order, fields no
+ * script writes too ("*_ms" as numbers), never the lease; a row whose
+ * counts are not numbers is refused (EINTERNAL), not shown as 0. */
+Test(ops, job_shows_the_row_as_stored_and_refuses_a_corrupt_one)
+{
+    struct tc_conn *c = fx_conn();
+    redisContext *rc = redis_server_connect(&fx_redis);
+    cr_assert_not_null(rc);
+    freeReplyObject(redisCommand(rc,
+                                 "HSET emq:{o}:job:JOBh state active payload notjson "
+                                 "note_ms 12 lease 9 x 7 group %s",
+                                 ""));
+    json_t *r = OK(c, "{\"op\":\"job\",\"queue\":\"o\",\"job\":\"JOBh\"}");
+    char *d = json_dumps(json_object_get(r, "job"), JSON_COMPACT);
+    cr_assert_str_eq(d, "{\"job\":\"JOBh\",\"state\":\"active\",\"payload\":\"notjson\","
+                        "\"note_ms\":12,\"x\":\"7\",\"group\":null}");
+    free(d);
+    json_decref(r);
+    freeReplyObject(redisCommand(rc, "HSET emq:{o}:job:JOBh attempts many"));
+    assert_err_free(tc_call(c, "{\"op\":\"job\",\"queue\":\"o\",\"job\":\"JOBh\"}"), "EINTERNAL");
+    redisFree(rc);
+    tc_close(c);
+}
+
 Test(ops, complete_resent_after_success_is_answered_the_same)
 {
     struct tc_conn *c = fx_conn();

@@ -13,6 +13,7 @@
 
 #include "pool.h"
 #include "redis_server.h"
+#include "loop_wait.h"
 #include "wait.h"
 
 /* One request's outcome, filled by reply_cb. */
@@ -45,22 +46,8 @@ static uint64_t loop_ms(void)
     return uv_now(&w.loop);
 }
 
-static void tick_cb(uv_timer_t *t)
-{
-    (void)t;
-}
-
-/* Run the loop until cond holds or the wait's deadline (a hang guard)
- * passes; a ticking timer keeps it awake. The caller asserts cond. */
-#define RUN_UNTIL(cond)                                                                            \
-    do {                                                                                           \
-        struct wait ru_;                                                                           \
-        wait_begin(&ru_, 0);                                                                       \
-        uv_timer_start(&w.tick, tick_cb, 5, 5);                                                    \
-        while (!(cond) && !wait_expired(&ru_))                                                     \
-            uv_run(&w.loop, UV_RUN_ONCE);                                                          \
-        uv_timer_stop(&w.tick);                                                                    \
-    } while (0)
+/* Run the loop until cond holds or the hang guard passes. */
+#define RUN_UNTIL(cond) LOOP_RUN_UNTIL(&w.loop, &w.tick, cond)
 
 /* An INFO integer of the test's redis-server, on a connection of its own
  * (the pool's loop need not run meanwhile). */

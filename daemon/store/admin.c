@@ -1,0 +1,557 @@
+/* admin: the levers', reads' and registry's typed calls (admin.h). Each
+ * call sends its script with the ARGV its header names; each decoder
+ * checks the whole reply against what that script returns before the
+ * caller's callback sees any of it, so a shape it never returns fails the
+ * call (WIRE_EINTERNAL, logged) instead of reaching an element that may
+ * not be there. */
+#include "admin.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "brand.h"
+#include "log.h"
+#include "store_internal.h"
+
+#define CB(f) ((void (*)(void))(f))
+
+/* --- decoding ------------------------------------------------------------ */
+
+/* What a parser says of a reply: 0, it filled its result; PARSE_SHAPE, the
+ * script never returns this; -ENOMEM, the result could not be built. */
+enum { PARSE_SHAPE = 1 };
+typedef int parse_fn(const redisReply *reply, void *out);
+
+static const struct store_status out_of_memory = {WIRE_EINTERNAL, "out of memory"};
+
+/* Fill out from the call's reply: true when it is valid for the callback.
+ * False when the call failed already (*s says how) or the reply does not
+ * parse (*s is set here). */
+static bool parsed(const struct store_call *c, struct store_status *s, const redisReply *reply,
+                   parse_fn *parse, void *out)
+{
+    if (s->code != 0)
+        return false;
+    int rc = parse(reply, out);
+    if (rc == PARSE_SHAPE)
+        store_unexpected(c, reply, s);
+    else if (rc != 0)
+        *s = out_of_memory;
+    return rc == 0;
+}
+
+/* Element i of an array reply (the caller checked the type), typed. */
+static bool elem_int(const redisReply *r, size_t i, long long *out)
+{
+    return i < r->elements && store_int(r->element[i], out);
+}
+
+static bool elem_count(const redisReply *r, size_t i, uint64_t *out)
+{
+    long long v;
+    if (!elem_int(r, i, &v) || v < 0)
+        return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+static bool text(const redisReply *r, struct store_text *out)
+{
+    if (r->type != REDIS_REPLY_STRING)
+        return false;
+    *out = (struct store_text){r->str, r->len};
+    return true;
+}
+
+static bool elem_text(const redisReply *r, size_t i, struct store_text *out)
+{
+    return i < r->elements && text(r->element[i], out);
+}
+
+/* Parse one row of a list reply: its elements from e on into row (ctx:
+ * the parser's own). 1: a row; 0: a row the caller is not given; -1: a
+ * shape the script never returns. */
+typedef int row_fn(const redisReply *r, size_t e, void *row, void *ctx);
+
+/* The elements of array r from first on are rows of width each: parse
+ * them into a new array (*rows, freed by the decoder; *n of them kept). */
+static int rows_parse(const redisReply *r, size_t first, size_t width, size_t size, row_fn *one,
+                      void *ctx, void **rows, size_t *n)
+{
+    *rows = NULL;
+    *n = 0;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < first || (r->elements - first) % width != 0)
+        return PARSE_SHAPE;
+    size_t want = (r->elements - first) / width;
+    char *v = calloc(want > 0 ? want : 1, size);
+    if (v == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < want; i++) {
+        int k = one(r, first + width * i, v + size * *n, ctx);
+        if (k < 0) {
+            free(v);
+            *n = 0;
+            return PARSE_SHAPE;
+        }
+        *n += (size_t)k;
+    }
+    *rows = v;
+    return 0;
+}
+
+/* --- per-tenant levers --------------------------------------------------- */
+
+/* limit returns 1. */
+static int one_parse(const redisReply *r, void *out)
+{
+    (void)out;
+    return r->type == REDIS_REPLY_INTEGER && r->integer == 1 ? 0 : PARSE_SHAPE;
+}
+
+static void done_decode(const struct store_call *c, const struct store_status *st,
+                        const redisReply *reply)
+{
+    struct store_status s = *st;
+    parsed(c, &s, reply, one_parse, NULL);
+    ((store_done_cb *)c->cb)(c->priv, &s);
+}
+
+int store_limit(struct store_queue *sq, const char *group, long long max, store_done_cb *cb,
+                void *priv)
+{
+    char num[24];
+    const char *argv[] = {group, store_num(num, max)};
+    return store_send(sq, SCRIPT_LIMIT, 2, argv, NULL, done_decode, CB(cb), priv, 0);
+}
+
+/* pause and resume return 1 (it changed) or 0. */
+static int changed_parse(const redisReply *r, void *out)
+{
+    if (r->type != REDIS_REPLY_INTEGER || (r->integer != 0 && r->integer != 1))
+        return PARSE_SHAPE;
+    *(bool *)out = r->integer == 1;
+    return 0;
+}
+
+static void changed_decode(const struct store_call *c, const struct store_status *st,
+                           const redisReply *reply)
+{
+    struct store_status s = *st;
+    bool changed = false;
+    parsed(c, &s, reply, changed_parse, &changed);
+    ((store_changed_cb *)c->cb)(c->priv, &s, changed);
+}
+
+int store_pause(struct store_queue *sq, const char *group, store_changed_cb *cb, void *priv)
+{
+    const char *argv[] = {group};
+    return store_send(sq, SCRIPT_PAUSE, 1, argv, NULL, changed_decode, CB(cb), priv, 0);
+}
+
+int store_resume(struct store_queue *sq, const char *group, store_changed_cb *cb, void *priv)
+{
+    const char *argv[] = {group};
+    return store_send(sq, SCRIPT_RESUME, 1, argv, NULL, changed_decode, CB(cb), priv, 0);
+}
+
+/* reassign returns the source group, '' when there was none. */
+static int from_parse(const redisReply *r, void *out)
+{
+    return text(r, out) ? 0 : PARSE_SHAPE;
+}
+
+static void reassign_decode(const struct store_call *c, const struct store_status *st,
+                            const redisReply *reply)
+{
+    struct store_status s = *st;
+    struct store_text from = {NULL, 0};
+    if (!parsed(c, &s, reply, from_parse, &from) || from.len == 0)
+        from = (struct store_text){NULL, 0};
+    ((store_reassign_cb *)c->cb)(c->priv, &s, from.str, from.len);
+}
+
+int store_reassign(struct store_queue *sq, const char *job, const char *group,
+                   store_reassign_cb *cb, void *priv)
+{
+    const char *argv[] = {job, group};
+    return store_send(sq, SCRIPT_REASSIGN, 2, argv, NULL, reassign_decode, CB(cb), priv, 0);
+}
+
+/* drain returns {drained, remaining}. */
+static int drained_parse(const redisReply *r, void *out)
+{
+    struct store_drained *d = out;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || !elem_count(r, 0, &d->drained) ||
+        !elem_count(r, 1, &d->left))
+        return PARSE_SHAPE;
+    return 0;
+}
+
+static void drain_decode(const struct store_call *c, const struct store_status *st,
+                         const redisReply *reply)
+{
+    struct store_status s = *st;
+    struct store_drained res;
+    bool ok = parsed(c, &s, reply, drained_parse, &res);
+    ((store_drain_cb *)c->cb)(c->priv, &s, ok ? &res : NULL);
+}
+
+int store_drain(struct store_queue *sq, const char *group, uint64_t max, store_drain_cb *cb,
+                void *priv)
+{
+    char num[24];
+    const char *argv[] = {group, store_num(num, (long long)max)};
+    return store_send(sq, SCRIPT_DRAIN, 2, argv, NULL, drain_decode, CB(cb), priv, 0);
+}
+
+/* --- reads ----------------------------------------------------------------- */
+
+/* depth, and dead's retry and purge, return a count. */
+static int count_parse(const redisReply *r, void *out)
+{
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0)
+        return PARSE_SHAPE;
+    *(uint64_t *)out = (uint64_t)r->integer;
+    return 0;
+}
+
+static void count_decode(const struct store_call *c, const struct store_status *st,
+                         const redisReply *reply)
+{
+    struct store_status s = *st;
+    uint64_t n = 0;
+    parsed(c, &s, reply, count_parse, &n);
+    ((store_count_cb *)c->cb)(c->priv, &s, n);
+}
+
+int store_depth(struct store_queue *sq, const char *group, store_count_cb *cb, void *priv)
+{
+    const char *argv[] = {group};
+    return store_send(sq, SCRIPT_DEPTH, 1, argv, NULL, count_decode, CB(cb), priv, 0);
+}
+
+/* stats returns its eight totals, in the struct's order. */
+static int stats_parse(const redisReply *r, void *out)
+{
+    struct store_stats *t = out;
+    uint64_t *f[] = {&t->pending, &t->active, &t->delayed, &t->dead,
+                     &t->ring,    &t->groups, &t->paused,  &t->flat};
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != sizeof(f) / sizeof(f[0]))
+        return PARSE_SHAPE;
+    for (size_t i = 0; i < r->elements; i++)
+        if (!elem_count(r, i, f[i]))
+            return PARSE_SHAPE;
+    return 0;
+}
+
+static void stats_decode(const struct store_call *c, const struct store_status *st,
+                         const redisReply *reply)
+{
+    struct store_status s = *st;
+    struct store_stats res;
+    bool ok = parsed(c, &s, reply, stats_parse, &res);
+    ((store_stats_cb *)c->cb)(c->priv, &s, ok ? &res : NULL);
+}
+
+int store_stats(struct store_queue *sq, store_stats_cb *cb, void *priv)
+{
+    return store_send(sq, SCRIPT_STATS, 0, NULL, NULL, stats_decode, CB(cb), priv, 0);
+}
+
+/* groups returns {cursor, then per group: name, depth, active, limit (-1 =
+ * none), paused (0/1)}. */
+#define GROUP_FIELDS 5
+
+static int group_row(const redisReply *r, size_t e, void *row, void *ctx)
+{
+    struct store_group_row *g = row;
+    struct store_text name;
+    long long paused;
+    (void)ctx;
+    if (!elem_text(r, e, &name) || !elem_count(r, e + 1, &g->depth) ||
+        !elem_count(r, e + 2, &g->active) || !elem_int(r, e + 3, &g->limit) || g->limit < -1 ||
+        !elem_int(r, e + 4, &paused) || (paused != 0 && paused != 1))
+        return -1;
+    g->group = name.str;
+    g->group_len = name.len;
+    g->paused = paused == 1;
+    return 1;
+}
+
+static int groups_parse(const redisReply *r, void *out)
+{
+    struct store_groups *page = out;
+    struct store_text cursor;
+    void *rows = NULL;
+    if (r->type != REDIS_REPLY_ARRAY || !elem_text(r, 0, &cursor))
+        return PARSE_SHAPE;
+    int rc = rows_parse(r, 1, GROUP_FIELDS, sizeof(struct store_group_row), group_row, NULL, &rows,
+                        &page->n);
+    page->cursor = cursor.str;
+    page->rows = rows;
+    return rc;
+}
+
+static void groups_decode(const struct store_call *c, const struct store_status *st,
+                          const redisReply *reply)
+{
+    struct store_status s = *st;
+    struct store_groups res;
+    bool ok = parsed(c, &s, reply, groups_parse, &res);
+    ((store_groups_cb *)c->cb)(c->priv, &s, ok ? &res : NULL);
+    if (ok)
+        free((void *)res.rows);
+}
+
+int store_groups(struct store_queue *sq, const char *cursor, uint64_t count, store_groups_cb *cb,
+                 void *priv)
+{
+    char num[24];
+    const char *argv[] = {cursor, store_num(num, (long long)count)};
+    return store_send(sq, SCRIPT_GROUPS, 2, argv, NULL, groups_decode, CB(cb), priv, 0);
+}
+
+/* job returns the row as HGETALL does: field, value, ... (none: no row).
+ * Each known field lands in its typed member: a store_text, or a long
+ * long when numeric. */
+static const struct {
+    const char *name;
+    bool numeric;
+    size_t at; /* offsetof(struct store_row, member) */
+} row_keys[STORE_ROW_OTHER] = {
+#define TEXT(k, n, m) [k] = {n, false, offsetof(struct store_row, m)}
+#define NUM(k, n, m)  [k] = {n, true, offsetof(struct store_row, m)}
+    TEXT(STORE_ROW_STATE, "state", state),
+    TEXT(STORE_ROW_GROUP, "group", group),
+    TEXT(STORE_ROW_PAYLOAD, "payload", payload),
+    NUM(STORE_ROW_ATTEMPTS, "attempts", attempts),
+    NUM(STORE_ROW_MAX_ATTEMPTS, "max_attempts", max_attempts),
+    NUM(STORE_ROW_CREATED_MS, "created_ms", created_ms),
+    NUM(STORE_ROW_READY_MS, "ready_ms", ready_ms),
+    NUM(STORE_ROW_FINISHED_MS, "finished_ms", finished_ms),
+    TEXT(STORE_ROW_LEASE, "lease", lease),
+    NUM(STORE_ROW_LEASE_UNTIL, "lease_until", lease_until),
+    TEXT(STORE_ROW_ERROR, "error", error),
+#undef TEXT
+#undef NUM
+};
+
+/* A field of the row, e its name's element: name and type it and set its
+ * typed member of the row (ctx); -1 when a field the scripts write as a
+ * number is not one. */
+static int row_field(const redisReply *r, size_t e, void *field, void *ctx)
+{
+    struct store_row_field *f = field;
+    if (!elem_text(r, e, &f->name) || !elem_text(r, e + 1, &f->value))
+        return -1;
+    f->key = STORE_ROW_OTHER;
+    for (size_t k = 0; k < STORE_ROW_OTHER; k++)
+        if (strlen(row_keys[k].name) == f->name.len &&
+            memcmp(row_keys[k].name, f->name.str, f->name.len) == 0)
+            f->key = (enum store_row_key)k;
+    bool num = store_int(r->element[e + 1], &f->num);
+    if (f->key == STORE_ROW_OTHER) {
+        /* A field no script writes: by the row's naming, "*_ms" is a time. */
+        f->numeric = num && strstr(f->name.str, "_ms") != NULL;
+        return 1;
+    }
+    char *member = (char *)ctx + row_keys[f->key].at;
+    f->numeric = row_keys[f->key].numeric; /* a payload of "5" stays text */
+    if (f->numeric && !num)
+        return -1;
+    if (f->numeric)
+        memcpy(member, &f->num, sizeof(f->num));
+    else
+        memcpy(member, &f->value, sizeof(f->value));
+    return 1;
+}
+
+static int row_parse(const redisReply *r, void *out)
+{
+    struct store_row *row = out;
+    void *fields = NULL;
+    *row = (struct store_row){.attempts = -1,
+                              .max_attempts = -1,
+                              .created_ms = -1,
+                              .ready_ms = -1,
+                              .finished_ms = -1,
+                              .lease_until = -1};
+    int rc =
+        rows_parse(r, 0, 2, sizeof(struct store_row_field), row_field, row, &fields, &row->nfields);
+    row->fields = fields;
+    return rc;
+}
+
+static void row_decode(const struct store_call *c, const struct store_status *st,
+                       const redisReply *reply)
+{
+    struct store_status s = *st;
+    struct store_row res;
+    bool ok = parsed(c, &s, reply, row_parse, &res);
+    if (ok && res.nfields == 0) {
+        s = (struct store_status){WIRE_ENOJOB,
+                                  "no such job (never enqueued, or expired after completion)"};
+        ok = false;
+        free((void *)res.fields);
+    }
+    ((store_row_cb *)c->cb)(c->priv, &s, ok ? &res : NULL);
+    if (ok)
+        free((void *)res.fields);
+}
+
+int store_job_row(struct store_queue *sq, const char *job, store_row_cb *cb, void *priv)
+{
+    const char *argv[] = {job};
+    return store_send(sq, SCRIPT_JOB, 1, argv, NULL, row_decode, CB(cb), priv, 0);
+}
+
+/* dead's list returns {id, group, attempts, error, died_ms, ...}. */
+#define DEAD_FIELDS 5
+
+struct dead_list {
+    size_t n;
+    struct store_dead_row *rows;
+};
+
+static int dead_row(const redisReply *r, size_t e, void *row, void *ctx)
+{
+    struct store_dead_row *d = row;
+    (void)ctx;
+    return elem_text(r, e, &d->job) && elem_text(r, e + 1, &d->group) &&
+                   elem_int(r, e + 2, &d->attempts) && elem_text(r, e + 3, &d->error) &&
+                   elem_int(r, e + 4, &d->died_ms)
+               ? 1
+               : -1;
+}
+
+static int dead_parse(const redisReply *r, void *out)
+{
+    struct dead_list *l = out;
+    void *rows = NULL;
+    int rc =
+        rows_parse(r, 0, DEAD_FIELDS, sizeof(struct store_dead_row), dead_row, NULL, &rows, &l->n);
+    l->rows = rows;
+    return rc;
+}
+
+static void dead_decode(const struct store_call *c, const struct store_status *st,
+                        const redisReply *reply)
+{
+    struct store_status s = *st;
+    struct dead_list res = {0, NULL};
+    if (!parsed(c, &s, reply, dead_parse, &res))
+        res = (struct dead_list){0, NULL};
+    ((store_dead_cb *)c->cb)(c->priv, &s, res.n, res.rows);
+    free(res.rows);
+}
+
+static int dead_send(struct store_queue *sq, const char *action, const char *job, uint64_t limit,
+                     store_decode_fn *decode, void (*cb)(void), void *priv)
+{
+    char num[24];
+    const char *argv[] = {action, job, store_num(num, (long long)limit)};
+    return store_send(sq, SCRIPT_DEAD, 3, argv, NULL, decode, cb, priv, 0);
+}
+
+int store_dead_list(struct store_queue *sq, const char *job, uint64_t limit, store_dead_cb *cb,
+                    void *priv)
+{
+    return dead_send(sq, "list", job, limit, dead_decode, CB(cb), priv);
+}
+
+int store_dead_retry(struct store_queue *sq, const char *job, uint64_t limit, store_count_cb *cb,
+                     void *priv)
+{
+    return dead_send(sq, "retry", job, limit, count_decode, CB(cb), priv);
+}
+
+int store_dead_purge(struct store_queue *sq, const char *job, uint64_t limit, store_count_cb *cb,
+                     void *priv)
+{
+    return dead_send(sq, "purge", job, limit, count_decode, CB(cb), priv);
+}
+
+/* check returns its violations, each a string; the registry's SMEMBERS
+ * its names. keep (NULL: all) picks the strings a caller is given. */
+struct text_list {
+    size_t n;
+    struct store_text *v;
+    bool (*keep)(const char *s, size_t len);
+};
+
+static int text_row(const redisReply *r, size_t e, void *row, void *ctx)
+{
+    struct store_text *t = row;
+    const struct text_list *l = ctx;
+    if (!elem_text(r, e, t))
+        return -1;
+    return l->keep == NULL || l->keep(t->str, t->len);
+}
+
+static int texts_parse(const redisReply *r, void *out)
+{
+    struct text_list *l = out;
+    void *v = NULL;
+    int rc = rows_parse(r, 0, 1, sizeof(struct store_text), text_row, l, &v, &l->n);
+    l->v = v;
+    return rc;
+}
+
+static void check_decode(const struct store_call *c, const struct store_status *st,
+                         const redisReply *reply)
+{
+    struct store_status s = *st;
+    struct text_list res = {0, NULL, NULL};
+    if (!parsed(c, &s, reply, texts_parse, &res))
+        res = (struct text_list){0, NULL, NULL};
+    ((store_check_cb *)c->cb)(c->priv, &s, res.n, res.v);
+    free(res.v);
+}
+
+int store_check(struct store_queue *sq, store_check_cb *cb, void *priv)
+{
+    return store_send(sq, SCRIPT_CHECK, 0, NULL, NULL, check_decode, CB(cb), priv, 0);
+}
+
+/* --- the queue registry: plain commands ------------------------------------ */
+
+static void queues_decode(const struct store_call *cc, const struct store_status *st,
+                          const redisReply *reply)
+{
+    struct store_status s = *st;
+    struct text_list res = {0, NULL, brand_queue_valid};
+    int rc = s.code == 0 ? texts_parse(reply, &res) : 0;
+    if (rc == PARSE_SHAPE) {
+        store_unexpected(cc, reply, &s);
+    } else if (rc != 0) {
+        s = out_of_memory;
+    }
+    if (s.code != 0)
+        res = (struct text_list){0, NULL, NULL};
+    ((store_queues_cb *)cc->cb)(cc->priv, &s, res.n, res.v);
+    free(res.v);
+}
+
+int store_queues_list(struct pool *p, store_queues_cb *cb, void *priv)
+{
+    const char *argv[] = {"SMEMBERS", STORE_QUEUES_KEY};
+    return store_send_command(p, 2, argv, NULL, queues_decode, CB(cb), priv);
+}
+
+static void ignore_cb(void *priv, int status, redisReply *reply)
+{
+    (void)priv;
+    (void)status;
+    (void)reply;
+}
+
+int store_queues_add(struct pool *p, const char *name, size_t len)
+{
+    if (!brand_queue_valid(name, len))
+        return -EINVAL;
+    const char *argv[] = {"SADD", STORE_QUEUES_KEY, name};
+    const size_t lens[] = {4, sizeof(STORE_QUEUES_KEY) - 1, len};
+    return pool_command(p, NULL, 3, argv, lens, ignore_cb, NULL);
+}
