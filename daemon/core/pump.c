@@ -162,10 +162,8 @@ static size_t wanted(const struct queue *q, bool flat, size_t cap, uint64_t *lea
  * lua/enqueue.lua), or 0: only when consumers of the job's kind are parked
  * here and nothing else of that kind that leases jobs is out: no claim (it
  * may be about to take the job itself), no other hand-off, no pump
- * waiting. Two leasing calls out at once may run at Redis in one order
- * (on two pool connections) and come back in the other, and a stream
- * would be pushed a lane's newer job first; one at a time, pushes follow
- * the leases. */
+ * waiting. Each of those already asked for the waiters' room; one more
+ * lease would find no one and be given straight back. */
 uint64_t queue_handoff_begin(struct queue *q, bool flat)
 {
     if (q->claiming[flat] || q->handoffs[flat] > 0 || q->again[flat] || q->eng->stopping)
@@ -197,10 +195,11 @@ void queue_pump(struct queue *q, bool flat)
 {
     if (q->eng->stopping || !pool_up(q->eng->pool))
         return;
-    /* One lease path at a time per kind: a claim sent while a hand-off is
-     * out could run first at Redis (another pool connection) and lease an
-     * older job of the lane, yet come back second, so a stream would be
-     * pushed the newer job first. Look again when what is out lands. */
+    /* One lease path at a time per kind: what is out already asked for
+     * the room the waiters have, and a second call would lease jobs
+     * nobody takes (given back at once, a wasted round trip each). The
+     * queue's calls run, and answer, in the order made (its route), so
+     * this is about waste, not order. Look again when what is out lands. */
     if (q->claiming[flat] || q->handoffs[flat] > 0) {
         q->again[flat] = true;
         return;
