@@ -392,7 +392,7 @@ static void completed(void *priv, const struct store_status *st, enum store_outc
     const char *job = request_string(r->root, "job", &jlen);
     /* Completed, stale or gone: either way the lease is not ours. */
     if (!r->c->closing)
-        lease_unhold(r->c, r->q, job, jlen, o == STORE_COMPLETED);
+        lease_unhold(r->c, r->q, job, jlen, cmd_str(r, "lease"), o == STORE_COMPLETED);
     if (o == STORE_COMPLETED)
         req_ok_string(r, "state", "completed");
     else if (o == STORE_ELEASE)
@@ -421,7 +421,7 @@ static void forget(struct req *r, enum wire_error code, bool settled)
         return;
     size_t jlen;
     const char *job = request_string(r->root, "job", &jlen);
-    lease_unhold(r->c, r->q, job, jlen, settled);
+    lease_unhold(r->c, r->q, job, jlen, cmd_str(r, "lease"), settled);
 }
 
 /* Answer a fail (failing) or a release from where it left the job. fail
@@ -518,7 +518,8 @@ static void extend_cb(void *priv, const struct store_status *st, long long lease
     }
     size_t jlen;
     const char *job = request_string(r->root, "job", &jlen);
-    lease_extend(r->c, r->q, job, jlen, (uint64_t)request_int(r->root, "lease_ms", 1));
+    lease_extend(r->c, r->q, job, jlen, cmd_str(r, "lease"),
+                 (uint64_t)request_int(r->root, "lease_ms", 1));
     req_ok(r, json_pack("{s:I}", "lease_until", (json_int_t)lease_until));
 }
 
