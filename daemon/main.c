@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <systemd/sd-daemon.h>
 
 #include "log.h"
@@ -340,6 +341,36 @@ static int setup_backend(struct emqd *d, uv_loop_t *loop, struct pool_config *pc
     return 0;
 }
 
+/* Descriptors emqd needs besides its clients: the pool and its pub/sub
+ * connection, the listeners, the metrics endpoint's 64 connections, the
+ * supervisor, logs and slack. */
+#define FD_RESERVE 128
+
+/* Connections past the open-file limit cannot be answered (there is no
+ * descriptor to write ELIMIT on: they are reset), so max-clients must fit
+ * under it. Raise the soft limit as far as the hard one allows; if that
+ * is not enough, say so once, at start. */
+static void fd_limit_check(const struct config *c)
+{
+    struct rlimit rl;
+    rlim_t need = (rlim_t)c->max_clients + (rlim_t)c->pool_size + FD_RESERVE;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need)
+        return;
+    rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max;
+    if (rl.rlim_cur > was && setrlimit(RLIMIT_NOFILE, &rl) == 0)
+        log_event(LOG_INFO, "raised the open-file limit for max-clients", "from=%llu to=%llu",
+                  (unsigned long long)was, (unsigned long long)rl.rlim_cur);
+    else
+        rl.rlim_cur = was;
+    if (rl.rlim_cur < need)
+        log_event(LOG_WARN,
+                  "the open-file limit is below what max-clients needs: connections past it are "
+                  "reset without a reply (raise LimitNOFILE / ulimit -n, or lower max-clients)",
+                  "limit=%llu needed=%llu max_clients=%zu", (unsigned long long)rl.rlim_cur,
+                  (unsigned long long)need, c->max_clients);
+}
+
 static void signals_start(struct emqd *d, uv_loop_t *loop)
 {
     uv_signal_init(loop, &d->srv.sigterm);
@@ -369,6 +400,7 @@ int main(int argc, char **argv)
     log_threshold = (enum log_level)d.cfg.log_level;
     if (check_exposure(&d.cfg) != 0)
         return 2;
+    fd_limit_check(&d.cfg);
     signal(SIGPIPE, SIG_IGN);
     /* Until the loop's handler is installed (after the embedded backend
      * is up, which may take seconds), a SIGHUP must not kill emqd. */

@@ -376,7 +376,17 @@ int reply_ok(struct outbuf *out, const json_t *ref, const json_t *fields)
 
 int reply_error(struct outbuf *out, const json_t *ref, enum wire_error code, const char *message)
 {
+    return reply_error_fields(out, ref, code, message, NULL);
+}
+
+int reply_error_fields(struct outbuf *out, const json_t *ref, enum wire_error code,
+                       const char *message, const json_t *fields)
+{
     const char *name = wire_error_name(code);
+    if (!fields_ok(fields, "ok") ||
+        (fields != NULL &&
+         (json_object_get(fields, "error") != NULL || json_object_get(fields, "message") != NULL)))
+        return -EINVAL;
 
     if (name == NULL) {
         code = WIRE_EINTERNAL;
@@ -389,6 +399,7 @@ int reply_error(struct outbuf *out, const json_t *ref, enum wire_error code, con
     put_string(out, name, strlen(name));
     put_key(out, "message");
     put_string(out, message, strlen(message));
+    put_fields(out, fields);
     return reply_end(out);
 }
 

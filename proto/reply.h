@@ -46,6 +46,10 @@ int reply_ok(struct outbuf *out, const json_t *ref, const json_t *fields);
 /* {"ref":…,"ok":false,"error":"ELEASE","message":"…"}\n. A NULL message
  * is the code's summary; an invalid code is sent as EINTERNAL. */
 int reply_error(struct outbuf *out, const json_t *ref, enum wire_error code, const char *message);
+/* reply_error with fields after the message (an enqueue's "job"); fields
+ * may be NULL, and must not set "ok", "error", "message" or "ref". */
+int reply_error_fields(struct outbuf *out, const json_t *ref, enum wire_error code,
+                       const char *message, const json_t *fields);
 
 /* {"push":"<kind>",…fields}\n */
 int reply_push(struct outbuf *out, const char *kind, const json_t *fields);

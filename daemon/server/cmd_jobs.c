@@ -1,6 +1,7 @@
 /* cmd_jobs: the ops that produce and consume work: enqueue,
  * enqueue_many, claim, stream, and settling a lease (complete, fail,
  * release, extend). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +125,31 @@ static bool enqueue_flat(struct req *r)
     return request_string(r->root, "group", NULL) == NULL;
 }
 
+/* {"job":…} of an item whose id is known (given, or minted by
+ * enqueue_item): every error that follows the checks carries it, so that
+ * a producer can retry with the same id and be told "duplicate" if the
+ * first try took effect after all (PROTOCOL.md 3). */
+static json_t *job_field(const json_t *item)
+{
+    const char *job = request_string(item, "job", NULL);
+    return job != NULL ? json_pack("{s:s}", "job", job) : NULL;
+}
+
+/* Why enqueue_item's call was not made (rc < 0): its code and message. */
+static enum wire_error refusal(int rc, const char **msg)
+{
+    if (rc == -E2BIG) {
+        *msg = "payload too large";
+        return WIRE_ETOOBIG;
+    }
+    if (rc == -ENOMEM) {
+        *msg = "out of memory";
+        return WIRE_EINTERNAL;
+    }
+    *msg = "the backend is unavailable";
+    return WIRE_EUNAVAILABLE;
+}
+
 static void enqueue_cb(void *priv, const struct store_status *st, const struct store_enqueued *res)
 {
     struct req *r = priv;
@@ -132,7 +158,7 @@ static void enqueue_cb(void *priv, const struct store_status *st, const struct s
     uint64_t handoff_ms = r->n;
     bool flat = handoff_ms != 0 && enqueue_flat(r);
     if (st->code != 0) {
-        req_store_error(r, st);
+        req_error_fields(r, job_field(r->root), st->code, "%s", st->message);
         if (handoff_ms)
             queue_handoff_end(q, flat, handoff_ms, NULL);
         return;
@@ -154,12 +180,13 @@ static void cmd_enqueue(struct req *r)
     bool flat = enqueue_flat(r);
     r->n = request_int(r->root, "delay_ms", 0) == 0 ? queue_handoff_begin(r->q, flat) : 0;
     int rc = enqueue_item(r, r->root, "", r->n, enqueue_cb, r);
-    if (rc != 0 && r->n)
+    if (rc == 0)
+        return;
+    if (r->n)
         queue_handoff_end(r->q, flat, r->n, NULL);
-    if (rc == -E2BIG)
-        req_error(r, WIRE_ETOOBIG, "payload too large");
-    else if (rc != 0)
-        req_error(r, WIRE_EUNAVAILABLE, "the backend is unavailable");
+    const char *msg;
+    enum wire_error code = refusal(rc, &msg);
+    req_error_fields(r, job_field(r->root), code, "%s", msg);
 }
 
 static const struct arg_spec enqueue_many_spec[] = {
@@ -204,10 +231,16 @@ static void many_done(struct req *r)
     req_ok_line(r, &line, rc ? rc : reply_end(&line));
 }
 
-static void item_error(json_t *results, size_t i, enum wire_error code, const char *msg)
+/* An item's error entry; item (NULL: the item failed its checks) gives
+ * the job id to carry, as job_field. */
+static void item_error(json_t *results, size_t i, const json_t *item, enum wire_error code,
+                       const char *msg)
 {
-    json_array_set_new(results, i,
-                       json_pack("{s:s, s:s}", "error", wire_error_name(code), "message", msg));
+    json_t *e = json_pack("{s:s, s:s}", "error", wire_error_name(code), "message", msg);
+    const char *job = item != NULL ? request_string(item, "job", NULL) : NULL;
+    if (e != NULL && job != NULL)
+        json_object_set_new(e, "job", json_string(job));
+    json_array_set_new(results, i, e);
 }
 
 static void many_cb(void *priv, const struct store_status *st, const struct store_enqueued *res)
@@ -216,7 +249,7 @@ static void many_cb(void *priv, const struct store_status *st, const struct stor
     struct req *r = it->r;
     json_t *item = json_array_get(json_object_get(r->root, "jobs"), it->index);
     if (st->code != 0) {
-        item_error(r->acc, it->index, st->code, st->message);
+        item_error(r->acc, it->index, item, st->code, st->message);
     } else {
         admitted(r, item, res->enqueued);
         json_array_set_new(r->acc, it->index, json_boolean(res->enqueued));
@@ -249,12 +282,12 @@ static void cmd_enqueue_many(struct req *r)
         json_t *item = json_array_get(jobs, i);
         struct request_error err;
         if (request_check_item(item_spec, item, &err) != 0) {
-            item_error(r->acc, i, err.code, err.message);
+            item_error(r->acc, i, NULL, err.code, err.message);
             continue;
         }
         struct item *it = malloc(sizeof(*it));
         if (it == NULL) {
-            item_error(r->acc, i, WIRE_EINTERNAL, "out of memory");
+            item_error(r->acc, i, NULL, WIRE_EINTERNAL, "out of memory");
             continue;
         }
         *it = (struct item){.r = r, .index = i};
@@ -263,8 +296,9 @@ static void cmd_enqueue_many(struct req *r)
         if (rc != 0) {
             r->outstanding--;
             free(it);
-            item_error(r->acc, i, rc == -E2BIG ? WIRE_ETOOBIG : WIRE_EUNAVAILABLE,
-                       rc == -E2BIG ? "payload too large" : "the backend is unavailable");
+            const char *msg;
+            enum wire_error code = refusal(rc, &msg);
+            item_error(r->acc, i, item, code, msg);
         }
     }
     many_done(r);
@@ -392,7 +426,7 @@ static void completed(void *priv, const struct store_status *st, enum store_outc
     const char *job = request_string(r->root, "job", &jlen);
     /* Completed, stale or gone: either way the lease is not ours. */
     if (!r->c->closing)
-        lease_unhold(r->c, r->q, job, jlen, o == STORE_COMPLETED);
+        lease_unhold(r->c, r->q, job, jlen, cmd_str(r, "lease"), o == STORE_COMPLETED);
     if (o == STORE_COMPLETED)
         req_ok_string(r, "state", "completed");
     else if (o == STORE_ELEASE)
@@ -421,7 +455,7 @@ static void forget(struct req *r, enum wire_error code, bool settled)
         return;
     size_t jlen;
     const char *job = request_string(r->root, "job", &jlen);
-    lease_unhold(r->c, r->q, job, jlen, settled);
+    lease_unhold(r->c, r->q, job, jlen, cmd_str(r, "lease"), settled);
 }
 
 /* Answer a fail (failing) or a release from where it left the job. fail
@@ -518,7 +552,8 @@ static void extend_cb(void *priv, const struct store_status *st, long long lease
     }
     size_t jlen;
     const char *job = request_string(r->root, "job", &jlen);
-    lease_extend(r->c, r->q, job, jlen, (uint64_t)request_int(r->root, "lease_ms", 1));
+    lease_extend(r->c, r->q, job, jlen, cmd_str(r, "lease"),
+                 (uint64_t)request_int(r->root, "lease_ms", 1));
     req_ok(r, json_pack("{s:I}", "lease_until", (json_int_t)lease_until));
 }
 

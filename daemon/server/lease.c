@@ -13,37 +13,69 @@
 #include "queue.h"
 #include "server.h"
 
-int lease_hold(struct client *c, struct queue *q, const char *job, size_t jlen, const char *lease,
-               uint64_t lease_ms, struct consumer *stream)
-{
-    struct lease *l = calloc(1, sizeof(*l));
-    if (l == NULL)
-        return -ENOMEM;
-    l->q = q;
-    l->stream = stream;
-    snprintf(l->lease, sizeof(l->lease), "%s", lease);
-    l->klen = (size_t)snprintf(l->key, sizeof(l->key), "%s %.*s", q->name, (int)jlen, job);
-    l->expires = uv_now(c->srv->loop) + lease_ms;
-    l->since_ns = uv_hrtime();
-    if (map_put(&c->held, l->key, l->klen, l) != 0) {
-        free(l);
-        return -ENOMEM;
-    }
-    if (stream != NULL)
-        stream->outstanding++;
-    return 0;
-}
-
 static size_t held_key(struct queue *q, const char *job, size_t jlen, char *key, size_t cap)
 {
     return (size_t)snprintf(key, cap, "%s %.*s", q->name, (int)jlen, job);
 }
 
-void lease_extend(struct client *c, struct queue *q, const char *job, size_t jlen,
-                  uint64_t lease_ms)
+/* The stream s (or none) stops counting a job it was pushed. */
+static void stream_forget(struct consumer *s)
+{
+    if (s != NULL) {
+        s->outstanding--;
+        consumer_credit(s);
+    }
+}
+
+int lease_hold(struct client *c, struct queue *q, const char *job, size_t jlen, const char *lease,
+               uint64_t lease_ms, struct consumer *stream)
 {
     char key[sizeof(((struct lease *)0)->key)];
-    struct lease *l = map_get(&c->held, key, held_key(q, job, jlen, key, sizeof(key)));
+    size_t klen = held_key(q, job, jlen, key, sizeof(key));
+    struct lease *l = map_get(&c->held, key, klen);
+    struct consumer *was = NULL;
+    if (l != NULL) {
+        /* The job comes back to us on a new lease (the old one expired,
+         * Redis reaped it and leased it here again before the sweep
+         * forgot it): the entry now stands for the new lease alone, and
+         * the stream the old one was pushed on stops counting it. */
+        was = l->stream;
+    } else {
+        if ((l = calloc(1, sizeof(*l))) == NULL)
+            return -ENOMEM;
+        l->q = q;
+        memcpy(l->key, key, klen + 1);
+        l->klen = klen;
+        if (map_put(&c->held, l->key, l->klen, l) != 0) {
+            free(l);
+            return -ENOMEM;
+        }
+    }
+    l->stream = stream;
+    snprintf(l->lease, sizeof(l->lease), "%s", lease);
+    l->expires = uv_now(c->srv->loop) + lease_ms;
+    l->since_ns = uv_hrtime();
+    if (stream != NULL)
+        stream->outstanding++;
+    stream_forget(was);
+    return 0;
+}
+
+/* The entry for job of q when it stands for lease token (NULL: any). */
+static struct lease *held(struct client *c, struct queue *q, const char *job, size_t jlen,
+                          const char *token, char *key, size_t *klen)
+{
+    *klen = held_key(q, job, jlen, key, sizeof(((struct lease *)0)->key));
+    struct lease *l = map_get(&c->held, key, *klen);
+    return l != NULL && (token == NULL || strcmp(l->lease, token) == 0) ? l : NULL;
+}
+
+void lease_extend(struct client *c, struct queue *q, const char *job, size_t jlen,
+                  const char *token, uint64_t lease_ms)
+{
+    char key[sizeof(((struct lease *)0)->key)];
+    size_t klen;
+    struct lease *l = held(c, q, job, jlen, token, key, &klen);
     if (l != NULL)
         l->expires = uv_now(c->srv->loop) + lease_ms;
 }
@@ -71,25 +103,28 @@ void lease_sweep(struct client *c, uint64_t now)
         }
         for (size_t i = 0; i < n; i++) {
             const char *job = strchr(gone[i]->key, ' ') + 1;
-            lease_unhold(c, gone[i]->q, job, strlen(job), false);
+            lease_unhold(c, gone[i]->q, job, strlen(job), NULL, false);
         }
     } while (n == 64);
 }
 
-void lease_unhold(struct client *c, struct queue *q, const char *job, size_t jlen, bool settled)
+void lease_unhold(struct client *c, struct queue *q, const char *job, size_t jlen,
+                  const char *token, bool settled)
 {
     char key[sizeof(((struct lease *)0)->key)];
-    struct lease *l = map_del(&c->held, key, held_key(q, job, jlen, key, sizeof(key)));
+    size_t klen;
+    /* A settle presenting an older token (a late complete after the job
+     * was reaped and leased to us again) says nothing of the current
+     * lease: it stays held, to be released if the connection closes. */
+    struct lease *l = held(c, q, job, jlen, token, key, &klen);
     if (l == NULL)
         return;
+    map_del(&c->held, key, klen);
     if (settled)
         hist_record(&q->latency.run, (uv_hrtime() - l->since_ns) / 1000);
     struct consumer *k = l->stream;
     free(l);
-    if (k != NULL) {
-        k->outstanding--;
-        consumer_credit(k);
-    }
+    stream_forget(k);
 }
 
 /* Give back every job leased to the client: one release call per queue

@@ -25,17 +25,22 @@ struct lease {
 };
 
 /* Remember that job (jlen bytes) of q is leased to c with token lease for
- * lease_ms, pushed on stream (or NULL). 0, or -ENOMEM: nothing is
- * remembered, and the caller must not hand the job out. */
+ * lease_ms, pushed on stream (or NULL). One entry per job: a job leased
+ * to c again (its old lease expired) replaces the old lease, whose
+ * stream stops counting it. 0, or -ENOMEM: nothing is remembered, and the
+ * caller must not hand the job out. */
 int lease_hold(struct client *c, struct queue *q, const char *job, size_t jlen, const char *lease,
                uint64_t lease_ms, struct consumer *stream);
-/* An extend succeeded: the lease lives lease_ms from now. */
+/* An extend of lease token succeeded: it lives lease_ms from now. */
 void lease_extend(struct client *c, struct queue *q, const char *job, size_t jlen,
-                  uint64_t lease_ms);
-/* The job is settled (or its lease is no longer ours): forget it, returning
- * a stream's credit. settled: the holder completed or failed it, so the
- * time it was held goes into the queue's run histogram. */
-void lease_unhold(struct client *c, struct queue *q, const char *job, size_t jlen, bool settled);
+                  const char *token, uint64_t lease_ms);
+/* The job's lease token is settled, or no longer ours: forget it,
+ * returning a stream's credit. Only the lease named goes: a table entry
+ * for a newer lease of the job stays (token NULL: whichever it holds).
+ * settled: the holder completed or failed it, so the time it was held
+ * goes into the queue's run histogram. */
+void lease_unhold(struct client *c, struct queue *q, const char *job, size_t jlen,
+                  const char *token, bool settled);
 /* Forget leases whose time has run out (now: uv_now). */
 void lease_sweep(struct client *c, uint64_t now);
 /* The connection closed: give back every job leased to it, one release

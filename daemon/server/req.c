@@ -157,13 +157,11 @@ void req_ok_string(struct req *r, const char *key, const char *value)
     req_ok_line(r, &line, reply_end(&line));
 }
 
-void req_error(struct req *r, enum wire_error code, const char *fmt, ...)
+static void req_verror(struct req *r, json_t *fields, enum wire_error code, const char *fmt,
+                       va_list ap)
 {
     char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
     r->c->srv->count.errors++;
     r->err = (unsigned char)code;
     if (log_threshold >= LOG_DEBUG) {
@@ -173,8 +171,25 @@ void req_error(struct req *r, enum wire_error code, const char *fmt, ...)
     }
     struct outbuf line;
     outbuf_init(&line);
-    int rc = reply_error(&line, r->ref, code, msg);
+    int rc = reply_error_fields(&line, r->ref, code, msg, fields);
+    json_decref(fields);
     req_ok_line(r, &line, rc);
+}
+
+void req_error(struct req *r, enum wire_error code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    req_verror(r, NULL, code, fmt, ap);
+    va_end(ap);
+}
+
+void req_error_fields(struct req *r, json_t *fields, enum wire_error code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    req_verror(r, fields, code, fmt, ap);
+    va_end(ap);
 }
 
 void req_store_error(struct req *r, const struct store_status *st)

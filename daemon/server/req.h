@@ -56,6 +56,9 @@ void req_ok_string(struct req *r, const char *key, const char *value);
 void req_ok_line(struct req *r, struct outbuf *line, int rc);
 void req_error(struct req *r, enum wire_error code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* req_error with fields after the message (stolen; may be NULL). */
+void req_error_fields(struct req *r, json_t *fields, enum wire_error code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Finish with the error a store call ended with (st->code != 0). */
 void req_store_error(struct req *r, const struct store_status *st);
 /* Finish a request whose connection has closed, with no reply. */

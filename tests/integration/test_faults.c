@@ -299,3 +299,68 @@ Test(faults, a_parked_stream_resumes_after_redis_restarts)
     tc_close(p);
     tc_close(w);
 }
+
+/* Enqueue job to queue "un" on c once: true when answered ok (*verdict
+ * set, owned by the caller), false for EUNAVAILABLE (the backend still
+ * recovering). */
+static bool enqueue_un(struct tc_conn *c, const char *job, char **verdict)
+{
+    json_t *r =
+        tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"un\",\"job\":\"%s\",\"payload\":1}", job);
+    cr_assert_not_null(r);
+    bool ok = tc_ok(r);
+    if (ok)
+        *verdict = strdup(jstr(r, "verdict"));
+    else
+        cr_assert_str_eq(tc_error(r), "EUNAVAILABLE");
+    json_decref(r);
+    return ok;
+}
+
+/* An enqueue answered EUNAVAILABLE had an unknown outcome. Its reply
+ * names the job, minted by emqd when the producer gave none, so that the
+ * producer can retry with that id: the job then exists exactly once,
+ * whether or not the first try took effect (enqueue_many's item errors
+ * likewise). */
+Test(faults, an_unavailable_enqueue_names_its_job_so_a_retry_lands_once)
+{
+    fx_teardown();
+    const char *const extra[] = {"--redis-timeout-ms", "300", NULL};
+    fx_start(extra);
+    struct tc_conn *c = fx_conn();
+    fx_redis_pause_writes(true); /* the script call is held past its deadline */
+    json_t *r = tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"un\",\"payload\":1}");
+    assert_err(r, "EUNAVAILABLE");
+    const char *job = jstr(r, "job");
+    cr_assert(job != NULL && strncmp(job, "JOB", 3) == 0, "the minted job is named");
+    char *id = strdup(job);
+    json_decref(r);
+    r = tc_call(c, "{\"op\":\"enqueue_many\",\"queue\":\"un\",\"jobs\":[{\"payload\":2},"
+                   "{\"payload\":3}]}");
+    assert_ok(r);
+    json_t *res = json_object_get(r, "results");
+    cr_assert_eq(json_array_size(res), 2);
+    char *items[2];
+    for (size_t i = 0; i < 2; i++) {
+        json_t *e = json_array_get(res, i);
+        cr_assert_str_eq(jstr(e, "error"), "EUNAVAILABLE");
+        cr_assert(jstr(e, "job") != NULL, "item %zu names its job", i);
+        items[i] = strdup(jstr(e, "job"));
+    }
+    json_decref(r);
+    fx_redis_pause_writes(false);
+
+    /* Retried as PROTOCOL.md says, with the ids the errors named. */
+    const char *retry[] = {id, items[0], items[1]};
+    for (size_t i = 0; i < 3; i++) {
+        char *verdict = NULL;
+        await(enqueue_un(c, retry[i], &verdict), "the retry of %s to be answered", retry[i]);
+        cr_assert(strcmp(verdict, "enqueued") == 0 || strcmp(verdict, "duplicate") == 0);
+        free(verdict);
+    }
+    cr_assert_eq(fx_stat(c, "un", "pending"), 3, "each job exists exactly once");
+    free(id);
+    free(items[0]);
+    free(items[1]);
+    tc_close(c);
+}

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -800,4 +801,39 @@ Test(operate, a_half_close_behind_max_inflight_runs_every_line)
     c = fx_conn();
     cr_assert_eq(fx_stat(c, "hcm", "pending"), 60);
     tc_close(c);
+}
+
+/* Lower this test process's open-file limits (emqd and its redis-server
+ * inherit them): soft to soft, hard to hard. */
+static void limit_files(rlim_t soft, rlim_t hard)
+{
+    struct rlimit rl;
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    cr_assert_geq(rl.rlim_max, hard, "the hard limit is already below %llu",
+                  (unsigned long long)hard);
+    rl.rlim_cur = soft;
+    rl.rlim_max = hard;
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+}
+
+/* max-clients needs descriptors: emqd raises its soft open-file limit to
+ * fit, as far as the hard limit allows. */
+Test(operate, the_open_file_limit_is_raised_for_max_clients)
+{
+    limit_files(256, 8192);
+    const char *const extra[] = {"--max-clients", "4000", NULL};
+    start_logged(extra);
+    await_log("msg=\"raised the open-file limit for max-clients\" from=256 to=");
+    cr_assert_not(logged("below what max-clients needs"));
+}
+
+/* ...and says so at start when the hard limit does not allow it, rather
+ * than resetting connections silently later. */
+Test(operate, an_open_file_limit_below_max_clients_is_warned_about)
+{
+    limit_files(256, 512);
+    const char *const extra[] = {"--max-clients", "4000", NULL};
+    start_logged(extra);
+    await_log("the open-file limit is below what max-clients needs");
+    await_log("limit=512 needed=");
 }

@@ -1,0 +1,194 @@
+/* Leases held by a connection: the daemon's own record of which jobs a
+ * connection holds (it gives them back when the connection closes, and
+ * counts a stream's credit by them) must follow the lease tokens exactly,
+ * whatever order leases, settles and refusals come in. */
+#include <stdio.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+
+#include "fixture.h"
+
+TestSuite(leases, .init = fx_setup, .fini = fx_teardown, .timeout = 120);
+
+/* Read frames on c until one that is not a push; the pushes met on the
+ * way are appended to pushes (may be NULL: then none may come). */
+static json_t *reply_past_pushes(struct tc_conn *c, json_t *pushes)
+{
+    for (;;) {
+        json_t *f = tc_read(c, wait_deadline_ms(0));
+        cr_assert_not_null(f, "no reply");
+        if (json_object_get(f, "push") == NULL)
+            return f;
+        cr_assert_not_null(pushes, "an unexpected push");
+        json_array_append_new(pushes, f);
+    }
+}
+
+/* The next push on c (from pushes first, then the wire). */
+static json_t *next_push(struct tc_conn *c, json_t *pushes)
+{
+    if (json_array_size(pushes) > 0) {
+        json_t *p = json_incref(json_array_get(pushes, 0));
+        json_array_remove(pushes, 0);
+        return p;
+    }
+    json_t *f = tc_read(c, wait_deadline_ms(0));
+    cr_assert_not_null(f, "no push came");
+    cr_assert_not_null(json_object_get(f, "push"), "a reply where a push was expected");
+    return f;
+}
+
+static char *enqueue(struct tc_conn *p, const char *queue, const char *group)
+{
+    json_t *r = tc_call(p, "{\"op\":\"enqueue\",\"queue\":\"%s\",\"group\":\"%s\",\"payload\":1}",
+                        queue, group);
+    assert_ok(r);
+    char *id = strdup(jstr(r, "job"));
+    json_decref(r);
+    return id;
+}
+
+/* The state of job in queue, read on c. */
+static char *state_of(struct tc_conn *c, const char *queue, const char *job)
+{
+    json_t *r = tc_call(c, "{\"op\":\"job\",\"queue\":\"%s\",\"job\":\"%s\"}", queue, job);
+    assert_ok(r);
+    char *s = strdup(jstr(json_object_get(r, "job"), "state"));
+    json_decref(r);
+    return s;
+}
+
+static bool job_in_state(struct tc_conn *c, const char *queue, const char *job, const char *want)
+{
+    char *s = state_of(c, queue, job);
+    bool yes = strcmp(s, want) == 0;
+    free(s);
+    return yes;
+}
+
+/* A job whose lease ran out is reaped and pushed to the same stream again
+ * before the daemon's sweep forgot the first lease. The connection's
+ * record must then stand for the new lease alone: settling it returns the
+ * stream's credit in full, so two new jobs both arrive. */
+Test(leases, a_job_pushed_again_to_the_same_stream_costs_no_credit)
+{
+    struct tc_conn *p = fx_conn(), *w = fx_conn();
+    json_t *r = tc_call(w, "{\"op\":\"stream\",\"queue\":\"ls1\",\"credit\":2,\"lease_ms\":300}");
+    assert_ok(r);
+    json_decref(r);
+    char *a = enqueue(p, "ls1", "TENa");
+    json_t *first = next_push(w, NULL);
+    cr_assert_str_eq(jstr(first, "job"), a);
+    /* Not settled: Redis reaps it when the 300 ms lease runs out, and the
+     * stream, with room for one more, is pushed it again. */
+    json_t *again = next_push(w, NULL);
+    cr_assert_str_eq(jstr(again, "job"), a, "the reaped job came back to the stream");
+    cr_assert_str_neq(jstr(again, "lease"), jstr(first, "lease"), "on a new lease");
+    cr_assert_geq(jint(again, "attempt"), 2);
+    cr_assert_eq(tc_send_line(w, "{\"op\":\"stream\",\"queue\":\"ls1\",\"credit\":2,"
+                                 "\"lease_ms\":3600000}"),
+                 0);
+    json_t *pushes = json_array();
+    r = reply_past_pushes(w, pushes);
+    assert_ok(r);
+    json_decref(r);
+    char line[256];
+    snprintf(line, sizeof(line),
+             "{\"op\":\"complete\",\"queue\":\"ls1\",\"job\":\"%s\",\"lease\":\"%s\"}", a,
+             jstr(again, "lease"));
+    cr_assert_eq(tc_send_line(w, line), 0);
+    r = reply_past_pushes(w, pushes);
+    assert_ok(r);
+    cr_assert_str_eq(jstr(r, "state"), "completed");
+    json_decref(r);
+
+    char *b = enqueue(p, "ls1", "TENa"), *c = enqueue(p, "ls1", "TENa");
+    json_t *pb = next_push(w, pushes), *pc = next_push(w, pushes);
+    cr_assert_str_eq(jstr(pb, "job"), b);
+    cr_assert_str_eq(jstr(pc, "job"), c, "the stream's credit of 2 is whole again");
+    json_decref(pb);
+    json_decref(pc);
+    json_decref(pushes);
+    json_decref(first);
+    json_decref(again);
+    free(a);
+    free(b);
+    free(c);
+    tc_close(p);
+    tc_close(w);
+}
+
+/* A late complete with a lease that expired (the job was reaped and
+ * claimed again by the same connection) is refused with ELEASE, and must
+ * not make the connection forget the job's current lease: closing the
+ * connection still gives the job back at once. */
+Test(leases, a_late_complete_keeps_the_current_lease_held)
+{
+    struct tc_conn *p = fx_conn(), *w = fx_conn();
+    char *a = enqueue(p, "ls2", "TENa");
+    json_t *r = tc_call(w, "{\"op\":\"claim\",\"queue\":\"ls2\",\"lease_ms\":200}");
+    json_t *jobs = claim_jobs(r);
+    cr_assert_eq(json_array_size(jobs), 1);
+    char *old = strdup(jstr(json_array_get(jobs, 0), "lease"));
+    json_decref(r);
+    /* The 200 ms lease runs out and the upkeep reaps it. */
+    await(job_in_state(p, "ls2", a, "pending"), "the expired lease reaped");
+    r = tc_call(w, "{\"op\":\"claim\",\"queue\":\"ls2\",\"lease_ms\":3600000}");
+    jobs = claim_jobs(r);
+    cr_assert_eq(json_array_size(jobs), 1);
+    cr_assert_str_eq(jstr(json_array_get(jobs, 0), "job"), a, "the same job, leased again");
+    json_decref(r);
+    r = tc_call(w, "{\"op\":\"complete\",\"queue\":\"ls2\",\"job\":\"%s\",\"lease\":\"%s\"}", a,
+                old);
+    assert_err_free(r, "ELEASE");
+    tc_close(w); /* holding the job on its hour-long lease */
+    await(job_in_state(p, "ls2", a, "pending"), "the job given back when the connection closed");
+    free(old);
+    free(a);
+    tc_close(p);
+}
+
+/* An extend that Redis refuses for a reason of its own (out of memory
+ * here) says nothing about the lease: the connection still holds it, so
+ * a credit-1 stream gets no second job, and closing gives the job back. */
+Test(leases, a_backend_refusal_keeps_the_lease_held)
+{
+    struct tc_conn *p = fx_conn(), *w = fx_conn();
+    json_t *r =
+        tc_call(w, "{\"op\":\"stream\",\"queue\":\"ls3\",\"credit\":1,\"lease_ms\":3600000}");
+    assert_ok(r);
+    json_decref(r);
+    char *a = enqueue(p, "ls3", "TENa");
+    json_t *push = next_push(w, NULL);
+    cr_assert_str_eq(jstr(push, "job"), a);
+
+    redisContext *rc = redis_server_connect(&fx_redis);
+    cr_assert_not_null(rc);
+    redisReply *x = redisCommand(rc, "CONFIG SET maxmemory 1");
+    cr_assert(x != NULL && x->type == REDIS_REPLY_STATUS);
+    freeReplyObject(x);
+    r = tc_call(w,
+                "{\"op\":\"extend\",\"queue\":\"ls3\",\"job\":\"%s\",\"lease\":\"%s\","
+                "\"lease_ms\":3600000}",
+                a, jstr(push, "lease"));
+    cr_assert(!tc_ok(r), "the extend is refused while Redis is out of memory");
+    cr_assert_str_neq(tc_error(r), "ELEASE");
+    cr_assert_str_neq(tc_error(r), "ENOJOB");
+    json_decref(r);
+    x = redisCommand(rc, "CONFIG SET maxmemory 0");
+    cr_assert(x != NULL && x->type == REDIS_REPLY_STATUS);
+    freeReplyObject(x);
+    redisFree(rc);
+
+    char *b = enqueue(p, "ls3", "TENa");
+    assert_nothing_pushed(w, "a second job on a credit-1 stream that still holds one");
+    tc_close(w);
+    await(job_in_state(p, "ls3", a, "pending"),
+          "the held job given back when the connection closed");
+    json_decref(push);
+    free(a);
+    free(b);
+    tc_close(p);
+}
