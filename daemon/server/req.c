@@ -157,8 +157,8 @@ void req_ok_string(struct req *r, const char *key, const char *value)
     req_ok_line(r, &line, reply_end(&line));
 }
 
-static void req_verror(struct req *r, json_t *fields, enum wire_error code, const char *fmt,
-                       va_list ap)
+__attribute__((format(printf, 4, 0))) static void
+req_verror(struct req *r, json_t *fields, enum wire_error code, const char *fmt, va_list ap)
 {
     char msg[512];
     vsnprintf(msg, sizeof(msg), fmt, ap);
