@@ -324,8 +324,11 @@ static int setup_backend(struct emqd *d, uv_loop_t *loop, struct pool_config *pc
             pc->password = cfg->redis_password;
         return pc->unix_path == NULL && resolve_redis_host(d, pc) != 0 ? 2 : 0;
     }
-    struct supervise_config sc = {
-        .redis_bin = cfg->redis_bin, .data_dir = cfg->data_dir, .fail_cb = sup_fail_cb, .priv = d};
+    struct supervise_config sc = {.redis_bin = cfg->redis_bin,
+                                  .data_dir = cfg->data_dir,
+                                  .fsync_everysec = cfg->fsync == CONFIG_FSYNC_EVERYSEC,
+                                  .fail_cb = sup_fail_cb,
+                                  .priv = d};
     int rc = supervise_start(loop, &sc, &d->sup);
     if (rc != 0) {
         char q[600];
@@ -337,7 +340,8 @@ static int setup_backend(struct emqd *d, uv_loop_t *loop, struct pool_config *pc
     pc->unix_path = supervise_socket(d->sup);
     if (supervise_wait_ready(d->sup, 10000) != 0)
         log_msg(LOG_WARN, "embedded redis-server is slow to start; connecting as it comes up");
-    log_event(LOG_INFO, "embedded redis-server", "socket=%s", pc->unix_path);
+    log_event(LOG_INFO, "embedded redis-server", "socket=%s fsync=%s", pc->unix_path,
+              cfg->fsync == CONFIG_FSYNC_EVERYSEC ? "everysec" : "always");
     return 0;
 }
 

@@ -46,6 +46,7 @@ struct supervise {
     uint64_t delay_ms;   /* the next restart delay */
 
     uint64_t restart_min_ms, restart_max_ms, grace_ms;
+    bool fsync_everysec;
     void (*fail_cb)(void *priv, int err);
     void *fail_priv;
     void (*done)(void *priv);
@@ -123,7 +124,10 @@ static int spawn(struct supervise *s)
         "--unixsocketperm", "700",
         "--dir", s->dir,
         "--appendonly", "yes",
-        "--appendfsync", "everysec",
+        /* always: a move acknowledged to a client is on disk (the
+         * fsync setting; everysec trades up to a second of them for
+         * speed). */
+        "--appendfsync", s->fsync_everysec ? "everysec" : "always",
         "--save", "",
         "--daemonize", "no",
         "--logfile", s->log,
@@ -310,6 +314,7 @@ static int supervise_alloc(const struct supervise_config *cfg, struct supervise 
     snprintf(s->log, sizeof(s->log), "%s/redis.log", s->dir);
     snprintf(s->pidfile, sizeof(s->pidfile), "%s/redis.pid", s->dir);
     err = -ENOMEM;
+    s->fsync_everysec = cfg->fsync_everysec;
     s->bin = strdup(cfg->redis_bin != NULL ? cfg->redis_bin : SUPERVISE_BIN_DEFAULT);
     if (s->bin == NULL)
         goto err_free;

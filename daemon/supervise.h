@@ -5,6 +5,7 @@
 #ifndef EMQ_SUPERVISE_H
 #define EMQ_SUPERVISE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <uv.h>
@@ -26,6 +27,7 @@
 struct supervise_config {
     const char *redis_bin;   /* NULL: "redis-server", searched in PATH */
     const char *data_dir;    /* created (mkdir -p, 0700) if missing; holds the AOF, socket, log */
+    bool fsync_everysec;     /* appendfsync everysec instead of always */
     uint64_t restart_min_ms; /* the first delay before a restart after a crash */
     uint64_t restart_max_ms; /* the delay doubles per quick crash up to this */
     uint64_t stop_grace_ms;  /* how long supervise_stop waits after SIGTERM before SIGKILL */

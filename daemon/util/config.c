@@ -33,6 +33,8 @@ const struct config_key config_keys[] = {
      "read the Redis password from this file"},
     {"data-dir", CONFIG_STRING, OFF(data_dir), 0, 0, "emqd-data", 0,
      "the embedded redis-server's directory"},
+    {"fsync", CONFIG_FSYNC, OFF(fsync), 0, 1, "always", 0,
+     "embedded backend: always (an acknowledged move is on disk) or everysec"},
     {"redis-bin", CONFIG_STRING, OFF(redis_bin), 0, 0, "redis-server", 0,
      "the redis-server binary for the embedded backend"},
     {"pool", CONFIG_INT, OFF(pool_size), 1, 64, "4", 0, "Redis connections"},
@@ -70,6 +72,19 @@ const struct config_key config_keys[] = {
 const size_t config_nkeys = sizeof(config_keys) / sizeof(config_keys[0]);
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
+static const char *const fsync_names[] = {"always", "everysec"}; /* enum config_fsync */
+
+/* The names a CONFIG_LEVEL or CONFIG_FSYNC value is spelled with (*n of
+ * them; the value is the index). */
+static const char *const *choice_names(const struct config_key *k, int *n)
+{
+    if (k->type == CONFIG_FSYNC) {
+        *n = 2;
+        return fsync_names;
+    }
+    *n = 4;
+    return level_names;
+}
 
 const struct config_key *config_key_find(const char *name, size_t len)
 {
@@ -110,10 +125,12 @@ static int parse_bool(const char *s, bool *out)
     return -EINVAL;
 }
 
-static int parse_level(const char *s, int *out)
+static int parse_choice(const struct config_key *k, const char *s, int *out)
 {
-    for (int i = 0; i < 4; i++) {
-        if (strcmp(s, level_names[i]) == 0) {
+    int n;
+    const char *const *names = choice_names(k, &n);
+    for (int i = 0; i < n; i++) {
+        if (strcmp(s, names[i]) == 0) {
             *out = i;
             return 0;
         }
@@ -139,6 +156,8 @@ const char *config_expected(const struct config_key *k, char *buf, size_t cap)
         return "true or false";
     if (k->type == CONFIG_LEVEL)
         return "error, warn, info or debug";
+    if (k->type == CONFIG_FSYNC)
+        return "always or everysec";
     if (k->type == CONFIG_STRING)
         return "a string";
     if (k->type == CONFIG_ADDR)
@@ -200,7 +219,8 @@ int config_set_why(struct config *c, const struct config_key *k, const char *val
         rc = parse_bool(value, f);
         break;
     case CONFIG_LEVEL:
-        rc = parse_level(value, f);
+    case CONFIG_FSYNC:
+        rc = parse_choice(k, value, f);
         break;
     }
     if (rc == -EINVAL && why != NULL)
@@ -283,8 +303,11 @@ const char *config_format(const struct config *c, const struct config_key *k, ch
         snprintf(buf, cap, "%s", *(const bool *)f ? "true" : "false");
         break;
     case CONFIG_LEVEL:
-        snprintf(buf, cap, "%s", level_names[*(const int *)f]);
+    case CONFIG_FSYNC: {
+        int n;
+        snprintf(buf, cap, "%s", choice_names(k, &n)[*(const int *)f]);
         break;
+    }
     }
     return buf;
 }
@@ -530,6 +553,14 @@ int config_finish(struct config *c, char *err, size_t errlen)
         return rc;
     }
 
+    const struct config_key *fk = config_key_find("fsync", 5);
+    if (c->redis != NULL && c->origin[fk - config_keys] != NULL) {
+        snprintf(err, errlen,
+                 "%s: fsync applies to the embedded backend only; with redis (%s), set "
+                 "appendfsync on that server (README: durability)",
+                 config_origin(c, fk), config_origin(c, rk));
+        return -EINVAL;
+    }
     const char *ppath = c->redis_password_file;
     if (ppath != NULL && c->redis == NULL) {
         snprintf(err, errlen, "%s: redis-password-file needs redis (the embedded backend has none)",

@@ -19,6 +19,7 @@ struct config {
     char *redis;               /* redis://HOST:PORT[/DB], unix:///path; NULL = embedded */
     char *redis_password_file; /* the Redis password, read from this file */
     char *data_dir;            /* the embedded redis-server's directory */
+    int fsync;                 /* enum config_fsync: the embedded redis-server's appendfsync */
     char *redis_bin;           /* the redis-server binary for the embedded backend */
     char *token;               /* clients must hello with it; NULL = no auth */
     char *token_file;          /* where token is read from (a file or a credential) */
@@ -48,6 +49,12 @@ struct config {
     char *origin[CONFIG_KEYS_MAX];
 };
 
+/* When the embedded backend writes its append-only file to disk. */
+enum config_fsync {
+    CONFIG_FSYNC_ALWAYS,   /* before each reply: an acknowledged move survives a power loss */
+    CONFIG_FSYNC_EVERYSEC, /* once a second: up to a second of acknowledged moves may be lost */
+};
+
 enum config_type {
     CONFIG_STRING, /* char *; "" (or "none" with CONFIG_NONE) means unset */
     CONFIG_SIZE,   /* size_t */
@@ -55,6 +62,7 @@ enum config_type {
     CONFIG_INT,    /* int */
     CONFIG_BOOL,   /* bool: true/false, yes/no, on/off, 1/0 */
     CONFIG_LEVEL,  /* int: error, warn, info, debug */
+    CONFIG_FSYNC,  /* int: enum config_fsync, by name */
     CONFIG_ADDR,   /* char *: IP:PORT as addr_parse takes it (or "none" with CONFIG_NONE) */
     CONFIG_URL,    /* char *: a backend URL as config_parse_redis takes it */
 };

@@ -199,6 +199,12 @@ Test(supervise, writes_an_aof)
     cr_assert_not_null(c);
     const char *set[] = {"SET", "k", "v"};
     command_ok(c, set, 3);
+    /* By default every write is on disk before Redis answers it. */
+    const char *get_fsync[] = {"CONFIG", "GET", "appendfsync"};
+    redisReply *r = redisCommandArgv(c, 3, get_fsync, NULL);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    cr_assert_str_eq(r->element[1]->str, "always");
+    freeReplyObject(r);
     redisFree(c);
     /* Redis 7 keeps a multi-part AOF under appendonlydir/. */
     cr_assert(path_exists(data, "appendonlydir/appendonly.aof.manifest"));
@@ -208,6 +214,7 @@ Test(supervise, writes_an_aof)
 Test(supervise, restarts_after_a_crash_with_its_data)
 {
     struct supervise_config cfg = config();
+    cfg.fsync_everysec = true; /* the setting must reach every child */
 
     cr_assert_eq(supervise_start(&loop, &cfg, &sup), 0);
     redisContext *c = await_ping(supervise_socket(sup));

@@ -396,3 +396,31 @@ Test(config, redis_password_file)
     config_deinit(&c);
     unlink(path);
 }
+
+/* fsync: always by default (acknowledged means on disk), everysec on
+ * request, nothing else; and only for the embedded backend. */
+Test(config, fsync_is_always_unless_asked_and_only_for_the_embedded_backend)
+{
+    struct config c;
+    char err[512];
+    config_defaults(&c);
+    cr_assert_eq(c.fsync, CONFIG_FSYNC_ALWAYS);
+    const struct config_key *k = config_key_find("fsync", 5);
+    cr_assert_eq(config_set(&c, k, "everysec"), 0);
+    cr_assert_eq(c.fsync, CONFIG_FSYNC_EVERYSEC);
+    cr_assert_eq(config_set(&c, k, "sometimes"), -EINVAL);
+    cr_assert_eq(c.fsync, CONFIG_FSYNC_EVERYSEC, "a refused value changes nothing");
+    config_deinit(&c);
+
+    config_defaults(&c);
+    cr_assert_eq(load_text("redis = redis://127.0.0.1:6379\n", &c, err, sizeof(err)), 0);
+    cr_assert_eq(config_finish(&c, err, sizeof(err)), 0, "the default fsync is no objection");
+    config_deinit(&c);
+
+    config_defaults(&c);
+    cr_assert_eq(
+        load_text("redis = redis://127.0.0.1:6379\nfsync = everysec\n", &c, err, sizeof(err)), 0);
+    cr_assert_eq(config_finish(&c, err, sizeof(err)), -EINVAL);
+    cr_assert(strstr(err, "fsync applies to the embedded backend only") != NULL, "%s", err);
+    config_deinit(&c);
+}
