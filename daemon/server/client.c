@@ -335,12 +335,36 @@ int client_accept(struct server *s, uv_stream_t *listener)
         c->quit = true;
         return 0;
     }
-    log_event(LOG_DEBUG, "connection opened", "client=%s", c->addr);
-    c->last_active = uv_now(s->loop);
+    c->last_active = c->opened = uv_now(s->loop);
     /* Opened while no token is set: it stays in if a reload sets one. */
     c->authed = s->cfg->token == NULL;
+    if (!c->authed) {
+        /* Before hello a connection can do nothing but hello, ping and
+         * quit: many of them must not hold every slot (max-clients). */
+        if (s->nunauthed >= s->cfg->max_unauthed) {
+            static const char full[] = "{\"ok\":false,\"error\":\"ELIMIT\",\"message\":"
+                                       "\"too many connections waiting to say hello\"}\n";
+            log_event(LOG_WARN, "connection refused: too many connections before hello",
+                      "client=%s max_unauthed=%zu", c->addr, s->cfg->max_unauthed);
+            client_send(c, full, sizeof(full) - 1);
+            c->quit = true;
+            return 0;
+        }
+        c->unauthed = true;
+        s->nunauthed++;
+    }
+    log_event(LOG_DEBUG, "connection opened", "client=%s", c->addr);
     read_start(c);
     return 0;
+}
+
+void client_set_authed(struct client *c)
+{
+    c->authed = true;
+    if (c->unauthed) {
+        c->unauthed = false;
+        c->srv->nunauthed--;
+    }
 }
 
 static void on_close_cb(uv_handle_t *h)
@@ -375,6 +399,10 @@ void client_close(struct client *c, const char *why)
     if (c->next != NULL)
         c->next->prev = c->prev;
     s->nclients--;
+    if (c->unauthed) {
+        c->unauthed = false;
+        s->nunauthed--;
+    }
     uv_close(&c->h.handle, on_close_cb);
 }
 
@@ -397,6 +425,16 @@ void client_shutdown(struct client *c)
  * to send. */
 void client_idle_check(struct client *c, uint64_t now)
 {
+    /* A connection that has not said hello gets auth-timeout-ms to do it,
+     * pings or not: it may hold no lease, so nothing is lost. */
+    if (c->unauthed && c->srv->cfg->token != NULL && !c->closing &&
+        now - c->opened >= c->srv->cfg->auth_timeout_ms) {
+        log_event(LOG_INFO, "connection closed: no hello within auth-timeout-ms",
+                  "client=%s auth_timeout_ms=%llu", c->addr,
+                  (unsigned long long)c->srv->cfg->auth_timeout_ms);
+        client_close(c, "no hello in time");
+        return;
+    }
     uint64_t limit = c->srv->cfg->idle_timeout_ms;
     if (limit == 0 || c->closing || c->quit || c->head != NULL || c->held.count > 0 ||
         c->consumers != NULL || now - c->last_active < limit)

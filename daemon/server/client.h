@@ -48,6 +48,8 @@ struct client {
     struct map held;            /* "queue job" -> struct lease, jobs leased to us */
     struct consumer *consumers; /* its parked claims and streams */
     int auth_failures;
+    bool unauthed;   /* counted in the server's nunauthed: a token is set, no hello yet */
+    uint64_t opened; /* uv_now() at accept */
     uint64_t last_active;
 };
 
@@ -67,7 +69,10 @@ void client_mark_dirty(struct client *c);
 /* Resume reading the clients whose requests in flight fell below the
  * limit, running the lines they had sent already. */
 void client_resume_all(struct server *s);
-/* Close the client if it has been idle past the idle timeout (now: uv_now). */
+/* hello succeeded: the connection may use every op. */
+void client_set_authed(struct client *c);
+/* Close the client if it has been idle past the idle timeout, or has not
+ * said hello within auth-timeout-ms when a token is set (now: uv_now). */
 void client_idle_check(struct client *c, uint64_t now);
 /* Write every dirty client's buffer (called from the flush handle). */
 void client_flush_all(struct server *s);

@@ -46,7 +46,7 @@ static void cmd_hello(struct req *r)
             req_error(r, WIRE_EAUTH, "bad or missing token");
             return;
         }
-        c->authed = true;
+        client_set_authed(c);
     }
     req_ok(r,
            json_pack("{s:s, s:s, s:i}", "server", "emqd", "version", EMQ_VERSION, "protocol", 1));

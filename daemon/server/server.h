@@ -41,6 +41,7 @@ struct server {
     struct engine eng; /* the queues */
     struct client *clients;
     size_t nclients;
+    size_t nunauthed;       /* of them, those that have to say hello and have not */
     struct client *dirty;   /* clients with bytes to write this turn */
     uv_check_t flush;       /* end of each loop turn: send coalesced work, write replies */
     uv_timer_t sweep;       /* forgets leases that have run out (lease_sweep) */

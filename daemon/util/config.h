@@ -32,6 +32,8 @@ struct config {
     size_t max_payload; /* bytes of one job's payload, as compact JSON */
     size_t max_batch;   /* items in one enqueue_many */
     size_t max_clients;
+    size_t max_unauthed;      /* connections before hello, when a token is set */
+    uint64_t auth_timeout_ms; /* a connection's time to say hello, when a token is set */
     size_t max_inflight;      /* unanswered requests per connection before reads pause */
     size_t max_output;        /* bytes queued to one connection before it is dropped */
     uint64_t idle_timeout_ms; /* close a connection idle this long; 0 = never */

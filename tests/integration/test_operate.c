@@ -205,6 +205,19 @@ Test(operate, max_payload_is_its_own_limit)
     tc_close(c);
 }
 
+/* A new connection to the fixture's emqd is refused: one ELIMIT reply
+ * with message, then the daemon closes it. */
+static void assert_refused(const char *message)
+{
+    struct tc_conn *c = fx_conn();
+    json_t *r = tc_read(c, wait_deadline_ms(0));
+    assert_err(r, "ELIMIT");
+    cr_assert_str_eq(jstr(r, "message"), message);
+    json_decref(r);
+    cr_assert(tc_read_eof(c, wait_deadline_ms(0)), "the refused connection is closed");
+    tc_close(c);
+}
+
 Test(operate, max_clients_refuses_the_one_over)
 {
     const char *const extra[] = {"--max-clients", "2", NULL};
@@ -215,16 +228,11 @@ Test(operate, max_clients_refuses_the_one_over)
     struct tc_conn *a = fx_conn(), *b = fx_conn();
     json_decref(OK(a, "{\"op\":\"ping\"}"));
     json_decref(OK(b, "{\"op\":\"ping\"}"));
-    struct tc_conn *c = fx_conn();
-    json_t *r = tc_read(c, wait_deadline_ms(0));
-    assert_err(r, "ELIMIT");
-    json_decref(r);
-    cr_assert(tc_read_eof(c, wait_deadline_ms(0)), "the refused connection is closed");
-    tc_close(c);
+    assert_refused("too many connections");
     tc_close(b);
     /* Room again once the daemon has closed b. */
     await(emqd_metric(&fx_emqd, "emqd_connections") == 1, "emqd to close the connection let go");
-    c = fx_conn();
+    struct tc_conn *c = fx_conn();
     json_decref(OK(c, "{\"op\":\"ping\"}"));
     tc_close(c);
     tc_close(a);
@@ -836,4 +844,42 @@ Test(operate, an_open_file_limit_below_max_clients_is_warned_about)
     start_logged(extra);
     await_log("the open-file limit is below what max-clients needs");
     await_log("limit=512 needed=");
+}
+
+/* With a token, a connection gets auth-timeout-ms to say hello, pings or
+ * not; one that said hello in time stays open past it. */
+Test(operate, a_connection_that_does_not_say_hello_is_closed_in_time)
+{
+    const char *const extra[] = {"--token", "sesame", "--auth-timeout-ms", "300", NULL};
+    start_logged(extra);
+    await_log("msg=ready");
+    struct tc_conn *in = fx_conn();
+    json_decref(OK(in, "{\"op\":\"hello\",\"protocol\":1,\"token\":\"sesame\"}"));
+    struct tc_conn *c = fx_conn();
+    json_decref(OK(c, "{\"op\":\"ping\"}"));
+    cr_assert(tc_read_eof(c, wait_deadline_ms(0)), "closed without a hello, the ping regardless");
+    await_log("msg=\"connection closed: no hello within auth-timeout-ms\"");
+    /* in opened before c, so it is older than the timeout too. */
+    json_decref(OK(in, "{\"op\":\"ping\"}"));
+    tc_close(c);
+    tc_close(in);
+}
+
+/* With a token, at most max-unauthed connections wait to say hello; one
+ * more is refused ELIMIT and closed, and a hello makes room. */
+Test(operate, connections_waiting_to_say_hello_are_capped)
+{
+    const char *const extra[] = {"--token", "sesame", "--max-unauthed", "2", NULL};
+    start_logged(extra);
+    await_log("msg=ready");
+    struct tc_conn *a = fx_conn(), *b = fx_conn();
+    json_decref(OK(a, "{\"op\":\"ping\"}"));
+    json_decref(OK(b, "{\"op\":\"ping\"}"));
+    assert_refused("too many connections waiting to say hello");
+    json_decref(OK(a, "{\"op\":\"hello\",\"protocol\":1,\"token\":\"sesame\"}"));
+    struct tc_conn *d = fx_conn();
+    json_decref(OK(d, "{\"op\":\"ping\"}"));
+    tc_close(d);
+    tc_close(b);
+    tc_close(a);
 }
