@@ -7,6 +7,7 @@
 #ifndef EMQ_CMD_H
 #define EMQ_CMD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "request.h"
@@ -18,6 +19,11 @@ struct cmd {
     const struct arg_spec *spec;
     void (*run)(struct req *r);
     unsigned flags;
+    /* The op's own checks beyond its spec (NULL: none), run before the
+     * request touches its queue: true lets it run; false means it has
+     * answered the request with the error. Nothing a check refuses
+     * reaches the backend or registers a queue (PROTOCOL.md 2.1). */
+    bool (*check)(struct req *r);
 };
 enum {
     CMD_NOAUTH = 1u << 0, /* allowed before hello when a token is set */

@@ -195,13 +195,19 @@ static void groups_cb(void *priv, const struct store_status *st, const struct st
     req_ok(r, json_pack("{s:o, s:s}", "groups", list, "cursor", res->cursor));
 }
 
-static void cmd_groups(struct req *r)
+static bool check_groups(struct req *r)
 {
     const char *cursor = request_string(r->root, "cursor", NULL);
     if (cursor != NULL && (cursor[0] == '\0' || cursor[strspn(cursor, "0123456789")] != '\0')) {
         req_error(r, WIRE_EARG, "argument \"cursor\" must be a cursor from a previous reply");
-        return;
+        return false;
     }
+    return true;
+}
+
+static void cmd_groups(struct req *r)
+{
+    const char *cursor = request_string(r->root, "cursor", NULL);
     uint64_t count = (uint64_t)request_int(r->root, "count", 100);
     sent(r, store_groups(queue_store(r->q), cursor ? cursor : "0", count, groups_cb, r));
 }
@@ -279,13 +285,19 @@ static void dead_count_cb(void *priv, const struct store_status *st, uint64_t n)
         req_ok(r, json_pack("{s:I}", "count", (json_int_t)n));
 }
 
-static void cmd_dead(struct req *r)
+static bool check_dead(struct req *r)
 {
     const char *action = cmd_str(r, "action");
     if (strcmp(action, "list") && strcmp(action, "retry") && strcmp(action, "purge")) {
         req_error(r, WIRE_EARG, "argument \"action\" must be list, retry or purge");
-        return;
+        return false;
     }
+    return true;
+}
+
+static void cmd_dead(struct req *r)
+{
+    const char *action = cmd_str(r, "action");
     struct store_queue *sq = queue_store(r->q);
     const char *job = cmd_str(r, "job"); /* "": the oldest, up to the limit */
     uint64_t limit = (uint64_t)request_int(r->root, "limit", 100);
@@ -324,9 +336,9 @@ const struct cmd cmd_admin[] = {
     {"depth", opt_group_spec, cmd_depth, CMD_QUEUE},
     {"reap", opt_group_spec, cmd_reap, CMD_QUEUE},
     {"stats", queue_spec, cmd_stats, CMD_QUEUE},
-    {"groups", groups_spec, cmd_groups, CMD_QUEUE},
+    {"groups", groups_spec, cmd_groups, CMD_QUEUE, check_groups},
     {"job", job_spec, cmd_job, CMD_QUEUE},
-    {"dead", dead_spec, cmd_dead, CMD_QUEUE},
+    {"dead", dead_spec, cmd_dead, CMD_QUEUE, check_dead},
     {"check", queue_spec, cmd_check, CMD_QUEUE},
     {NULL, NULL, NULL, 0},
 };

@@ -258,20 +258,26 @@ static void many_cb(void *priv, const struct store_status *st, const struct stor
     many_done(r);
 }
 
+static bool check_enqueue_many(struct req *r)
+{
+    size_t n = json_array_size(json_object_get(r->root, "jobs"));
+    if (n == 0) {
+        req_error(r, WIRE_EEMPTY, "\"jobs\" is empty: nothing to enqueue");
+        return false;
+    }
+    if (n > req_server(r)->cfg->max_batch) {
+        req_error(r, WIRE_ELIMIT, "%zu jobs is more than the batch limit of %zu", n,
+                  req_server(r)->cfg->max_batch);
+        return false;
+    }
+    return true;
+}
+
 static void cmd_enqueue_many(struct req *r)
 {
     json_t *jobs = json_object_get(r->root, "jobs");
     size_t n = json_array_size(jobs);
     const char *group = request_string(r->root, "group", NULL);
-    if (n == 0) {
-        req_error(r, WIRE_EEMPTY, "\"jobs\" is empty: nothing to enqueue");
-        return;
-    }
-    if (n > req_server(r)->cfg->max_batch) {
-        req_error(r, WIRE_ELIMIT, "%zu jobs is more than the batch limit of %zu", n,
-                  req_server(r)->cfg->max_batch);
-        return;
-    }
     r->acc = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(r->acc, json_null());
@@ -567,7 +573,7 @@ static void cmd_extend(struct req *r)
 /* Producing and consuming work. */
 const struct cmd cmd_jobs[] = {
     {"enqueue", enqueue_spec, cmd_enqueue, CMD_QUEUE},
-    {"enqueue_many", enqueue_many_spec, cmd_enqueue_many, CMD_QUEUE},
+    {"enqueue_many", enqueue_many_spec, cmd_enqueue_many, CMD_QUEUE, check_enqueue_many},
     {"claim", claim_spec, cmd_claim, CMD_QUEUE | CMD_WORK},
     {"stream", stream_spec, cmd_stream, CMD_QUEUE | CMD_WORK},
     {"complete", settle_spec, cmd_complete, CMD_QUEUE},

@@ -273,6 +273,8 @@ void req_run_line(struct client *c, const char *line, size_t len)
         req_error(r, err.code, "%s", err.message);
         return;
     }
+    if (r->cmd->check != NULL && !r->cmd->check(r))
+        return;
     if (r->cmd->flags & CMD_QUEUE) {
         size_t qlen;
         const char *qname = request_string(r->root, "queue", &qlen);

@@ -365,3 +365,46 @@ Test(hostile, ten_thousand_dropped_connections)
     tc_close(keep);
     cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
 }
+
+/* A request its op's own checks refuse (beyond the argument spec) never
+ * reaches the backend: the queue it names is not made, so it is neither
+ * registered in emq:queues nor reaped, and it shows in no metric. A valid
+ * request on another queue, made just after, does show: the check can
+ * see a queue being made. */
+Test(hostile, requests_refused_by_their_ops_checks_make_no_queue)
+{
+    fx_teardown();
+    const char *const extra[] = {"--max-batch", "2", NULL};
+    fx_start(extra);
+    struct tc_conn *c = fx_conn();
+    json_t *r = tc_call(c, "{\"op\":\"enqueue_many\",\"queue\":\"nq1\",\"jobs\":[]}");
+    assert_err_free(r, "EEMPTY");
+    r = tc_call(c, "{\"op\":\"enqueue_many\",\"queue\":\"nq2\",\"jobs\":[{\"payload\":1},"
+                   "{\"payload\":2},{\"payload\":3}]}");
+    assert_err_free(r, "ELIMIT");
+    r = tc_call(c, "{\"op\":\"groups\",\"queue\":\"nq3\",\"cursor\":\"x\"}");
+    assert_err_free(r, "EARG");
+    r = tc_call(c, "{\"op\":\"dead\",\"queue\":\"nq4\",\"action\":\"revive\"}");
+    assert_err_free(r, "EARG");
+    r = tc_call(c, "{\"op\":\"enqueue_many\",\"queue\":\"nq5\",\"jobs\":[{\"payload\":1}]}");
+    assert_ok(r);
+    json_decref(r);
+    cr_assert_geq(emqd_metric(&fx_emqd, "emqd_jobs_total{queue=\"nq5\",event=\"enqueued\"}"), 1);
+    const char *refused[] = {"nq1", "nq2", "nq3", "nq4"};
+    for (size_t i = 0; i < 4; i++) {
+        char series[128];
+        snprintf(series, sizeof(series), "emqd_jobs_total{queue=\"%s\",event=\"enqueued\"}",
+                 refused[i]);
+        cr_assert_eq(emqd_metric(&fx_emqd, series), -1, "queue %s was made", refused[i]);
+    }
+    redisContext *rc = redis_server_connect(&fx_redis);
+    cr_assert_not_null(rc);
+    for (size_t i = 0; i < 4; i++) {
+        redisReply *x = redisCommand(rc, "SISMEMBER emq:queues %s", refused[i]);
+        cr_assert(x != NULL && x->type == REDIS_REPLY_INTEGER);
+        cr_assert_eq(x->integer, 0, "queue %s was registered", refused[i]);
+        freeReplyObject(x);
+    }
+    redisFree(rc);
+    tc_close(c);
+}
