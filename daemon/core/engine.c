@@ -2,6 +2,7 @@
  * shares (engine.h). */
 #include "engine.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,23 +23,59 @@ void engine_attach_pool(struct engine *e, struct pool *p)
     e->pool = p;
 }
 
-struct queue *engine_queue(struct engine *e, const char *name, size_t len)
+int engine_use(struct engine *e, struct queue *q)
+{
+    if (q->used)
+        return 0;
+    if (e->nused >= ENGINE_QUEUES_MAX)
+        return -ENOSPC;
+    e->nused++;
+    queue_start(q);
+    store_queues_add(e->pool, q->name, q->len);
+    return 0;
+}
+
+struct queue *engine_queue(struct engine *e, const char *name, size_t len, bool use)
 {
     struct queue *q = map_get(&e->queues, name, len);
-    if (q != NULL)
-        return q;
-    if (e->queues.count >= ENGINE_QUEUES_MAX)
-        return NULL;
-    q = queue_new(e, name, len);
-    if (q == NULL)
-        return NULL;
-    if (map_put(&e->queues, q->name, len, q) != 0) {
-        free(q); /* not started: no handle to close yet */
-        return NULL;
+    if (q == NULL) {
+        if (use && e->nused >= ENGINE_QUEUES_MAX)
+            return NULL;
+        if ((q = queue_new(e, name, len)) == NULL)
+            return NULL;
+        if (map_put(&e->queues, q->name, len, q) != 0) {
+            free(q); /* not started: no handle to close yet */
+            return NULL;
+        }
     }
-    queue_start(q);
-    store_queues_add(e->pool, q->name, len);
+    if (use && engine_use(e, q) != 0)
+        return NULL;
+    if (!q->used && !q->listed) {
+        q->listed = true;
+        q->readonly_next = e->readonly;
+        e->readonly = q;
+    }
     return q;
+}
+
+/* Free the queues only reads have named, once nothing of theirs is out
+ * (their route has no call in flight: every callback has run). */
+static void sweep_readonly(struct engine *e)
+{
+    struct queue **p = &e->readonly;
+    while (*p != NULL) {
+        struct queue *q = *p;
+        if (q->used) { /* put in use since: it stays */
+            *p = q->readonly_next;
+            q->listed = false;
+        } else if (q->store.route.inflight == 0 && q->nbatch == 0 && q->wait_head == NULL) {
+            *p = q->readonly_next;
+            map_del(&e->queues, q->name, q->len);
+            queue_free(q);
+        } else {
+            p = &q->readonly_next;
+        }
+    }
 }
 
 void engine_pump_all(struct engine *e)
@@ -50,12 +87,19 @@ void engine_pump_all(struct engine *e)
     }
 }
 
+void engine_tick(struct engine *e)
+{
+    engine_flush(e);
+    sweep_readonly(e);
+}
+
 void engine_stop(struct engine *e)
 {
     size_t b;
     e->stopping = true;
     for (struct map_entry *m = map_first(&e->queues, &b); m; m = map_next(&e->queues, &b, m))
-        uv_timer_stop(&((struct queue *)m->value)->timer);
+        if (((struct queue *)m->value)->used)
+            uv_timer_stop(&((struct queue *)m->value)->timer);
 }
 
 void engine_deinit(struct engine *e)

@@ -15,26 +15,40 @@
 
 struct queue;
 
-/* Most queues one daemon keeps (each has a timer and a subscription). */
+/* Most queues in use one daemon keeps (each has a timer and a
+ * subscription). Queues known only to reads are not counted: they live
+ * only while their reads are in flight. */
 #define ENGINE_QUEUES_MAX 4096
 
 struct engine {
     uv_loop_t *loop;
     const struct config *cfg; /* upkeep_ms, retention_ms; may change on reload */
     struct pool *pool;
-    bool stopping;         /* no more work is handed out */
-    struct map queues;     /* name -> struct queue *, owned */
-    struct queue *batched; /* queues with completions to send this turn */
+    bool stopping;          /* no more work is handed out */
+    struct map queues;      /* name -> struct queue *, owned */
+    size_t nused;           /* of them, those in use (queue.used) */
+    struct queue *batched;  /* queues with completions to send this turn */
+    struct queue *readonly; /* queues not in use, freed once their reads are done */
 };
 
 void engine_init(struct engine *e, uv_loop_t *loop, const struct config *cfg);
 void engine_attach_pool(struct engine *e, struct pool *p);
-/* The queue named name (len bytes, a valid queue name), made (its upkeep
- * started, its name added to the registry) if new; NULL past
- * ENGINE_QUEUES_MAX or out of memory. */
-struct queue *engine_queue(struct engine *e, const char *name, size_t len);
+/* The queue named name (len bytes, a valid queue name), made if new;
+ * NULL past ENGINE_QUEUES_MAX or out of memory. use: the caller is about
+ * to change or consume the queue, so it is put in use (engine_use). A
+ * read alone does not: a queue that only reads have named is not
+ * registered, reaped or subscribed to, is left out of metrics, and is
+ * freed at the end of the loop turn in which its last call answered, so
+ * that reads of names that do not exist leave nothing behind. */
+struct queue *engine_queue(struct engine *e, const char *name, size_t len, bool use);
+/* Put q in use: start its upkeep and wake subscription and add it to the
+ * registry (emq:queues), once. 0, or -ENOSPC past ENGINE_QUEUES_MAX. */
+int engine_use(struct engine *e, struct queue *q);
 /* Send the completions gathered this loop turn, one call per queue. */
 void engine_flush(struct engine *e);
+/* The end of a loop turn: engine_flush, then free the read-only queues
+ * whose reads are all answered. */
+void engine_tick(struct engine *e);
 /* The backend is back: look for work for every parked consumer. */
 void engine_pump_all(struct engine *e);
 /* Stop handing out work and stop every queue's upkeep timer. */

@@ -113,6 +113,7 @@ void queue_release(struct queue *q, size_t n, const struct store_pair *pairs, co
 
 void queue_start(struct queue *q)
 {
+    q->used = true;
     uv_timer_init(q->eng->loop, &q->timer);
     q->timer.data = q;
     q->reap_next = q->promote_next = 0;
@@ -130,6 +131,11 @@ static void queue_closed_cb(uv_handle_t *h)
 
 void queue_free(struct queue *q)
 {
+    if (!q->used) { /* never started: no timer to close */
+        free(q->batch);
+        free(q);
+        return;
+    }
     uv_timer_stop(&q->timer);
     uv_close((uv_handle_t *)&q->timer, queue_closed_cb);
 }

@@ -66,12 +66,15 @@ struct queue {
     bool batched;
     struct queue_counters count;
     struct queue_latency latency;
+    bool used;                   /* in use: started and registered (engine_use) */
+    bool listed;                 /* on the engine's readonly list */
+    struct queue *readonly_next; /* in that list */
 };
 
 /* Made and freed by the engine. */
 struct queue *queue_new(struct engine *e, const char *name, size_t len);
 void queue_free(struct queue *q);
-/* Start the queue's upkeep timer, subscribe to its wakes. */
+/* Start the queue's upkeep timer, subscribe to its wakes (engine_use). */
 void queue_start(struct queue *q);
 
 /* The queue's store, for a typed call (jobs.h, admin.h). The completions

@@ -32,6 +32,8 @@ enum {
     /* runs in several backend calls: the connection's later lines wait
      * for its reply, so that they take effect after all of it */
     CMD_BARRIER = 1u << 3,
+    /* reads the queue only: it does not put an unknown queue in use */
+    CMD_READ = 1u << 4,
 };
 
 /* The command named name (len bytes), or NULL. */

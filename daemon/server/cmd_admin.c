@@ -4,6 +4,7 @@
 
 #include "admin.h"
 #include "cmd.h"
+#include "engine.h"
 #include "jobs.h"
 #include "queue.h"
 #include "req.h"
@@ -301,9 +302,17 @@ static void cmd_dead(struct req *r)
     struct store_queue *sq = queue_store(r->q);
     const char *job = cmd_str(r, "job"); /* "": the oldest, up to the limit */
     uint64_t limit = (uint64_t)request_int(r->root, "limit", 100);
-    if (strcmp(action, "list") == 0)
+    if (strcmp(action, "list") == 0) {
         sent(r, store_dead_list(sq, job, limit, dead_list_cb, r));
-    else if (strcmp(action, "retry") == 0)
+        return;
+    }
+    /* retry and purge change the queue: a retried job is pending, and
+     * must be reaped and woken for like any other. */
+    if (engine_use(r->q->eng, r->q) != 0) {
+        req_error(r, WIRE_ELIMIT, "too many queues");
+        return;
+    }
+    if (strcmp(action, "retry") == 0)
         sent(r, store_dead_retry(sq, job, limit, dead_count_cb, r));
     else
         sent(r, store_dead_purge(sq, job, limit, dead_count_cb, r));
@@ -333,12 +342,13 @@ const struct cmd cmd_admin[] = {
     {"resume", group_spec, cmd_resume, CMD_QUEUE},
     {"reassign", reassign_spec, cmd_reassign, CMD_QUEUE},
     {"drain", group_spec, cmd_drain, CMD_QUEUE | CMD_BARRIER},
-    {"depth", opt_group_spec, cmd_depth, CMD_QUEUE},
+    {"depth", opt_group_spec, cmd_depth, CMD_QUEUE | CMD_READ},
     {"reap", opt_group_spec, cmd_reap, CMD_QUEUE},
-    {"stats", queue_spec, cmd_stats, CMD_QUEUE},
-    {"groups", groups_spec, cmd_groups, CMD_QUEUE, check_groups},
-    {"job", job_spec, cmd_job, CMD_QUEUE},
-    {"dead", dead_spec, cmd_dead, CMD_QUEUE, check_dead},
-    {"check", queue_spec, cmd_check, CMD_QUEUE},
+    {"stats", queue_spec, cmd_stats, CMD_QUEUE | CMD_READ},
+    {"groups", groups_spec, cmd_groups, CMD_QUEUE | CMD_READ, check_groups},
+    {"job", job_spec, cmd_job, CMD_QUEUE | CMD_READ},
+    /* dead list reads; retry and purge put the queue in use (cmd_dead) */
+    {"dead", dead_spec, cmd_dead, CMD_QUEUE | CMD_READ, check_dead},
+    {"check", queue_spec, cmd_check, CMD_QUEUE | CMD_READ},
     {NULL, NULL, NULL, 0},
 };

@@ -384,6 +384,11 @@ static void scrape_start(struct server *s, struct http_conn *conn)
     sc->outstanding = 1; /* ours, dropped below: render at once if no queue */
     for (struct map_entry *e = map_first(&s->eng.queues, &b); e;
          e = map_next(&s->eng.queues, &b, e)) {
+        /* A queue only reads have named is none of the metrics' business
+         * (and is freed once they are answered, while this scrape may
+         * still be out). */
+        if (!((struct queue *)e->value)->used)
+            continue;
         struct queue_read *rd = &sc->reads[sc->nreads++];
         rd->sc = sc;
         rd->q = e->value;

@@ -278,7 +278,9 @@ void req_run_line(struct client *c, const char *line, size_t len)
     if (r->cmd->flags & CMD_QUEUE) {
         size_t qlen;
         const char *qname = request_string(r->root, "queue", &qlen);
-        r->q = engine_queue(&s->eng, qname, qlen);
+        /* A read does not put a queue in use (engine.h): reads of names
+         * that do not exist leave nothing behind. */
+        r->q = engine_queue(&s->eng, qname, qlen, !(r->cmd->flags & CMD_READ));
         if (r->q == NULL) {
             req_error(r, WIRE_ELIMIT, "too many queues");
             return;

@@ -19,7 +19,7 @@ static void flush_cb(uv_check_t *h)
     struct server *s = h->data;
     /* Completions first (their replies come later); then every reply and
      * push of this turn leaves in one write per connection. */
-    engine_flush(&s->eng);
+    engine_tick(&s->eng);
     client_flush_all(s);
 }
 
@@ -49,7 +49,7 @@ static void known_queues_cb(void *priv, const struct store_status *st, size_t n,
         return;
     }
     for (size_t i = 0; i < n; i++)
-        engine_queue(&s->eng, names[i].str, names[i].len);
+        engine_queue(&s->eng, names[i].str, names[i].len, true);
     /* Logged once the registry is read, so the count is the backend's. */
     log_event(LOG_INFO, "backend connected", "redis=%s queues=%zu", pool_where(s->pool),
               s->eng.queues.count);

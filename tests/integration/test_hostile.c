@@ -330,9 +330,14 @@ Test(hostile, the_monitor_sees_a_request_that_reaches_redis)
  * after a request): the daemon keeps serving and holds no fd for them. */
 Test(hostile, ten_thousand_dropped_connections)
 {
-    int fds0 = open_fds(fx_emqd.pid);
-    cr_assert_gt(fds0, 0);
     struct tc_conn *keep = fx_conn(); /* a client that stays throughout */
+    /* A queue in use first, so its wake subscription (the pool's pub/sub
+     * connection, one more fd) is in the baseline. */
+    json_t *r = tc_call(keep, "{\"op\":\"enqueue\",\"queue\":\"hq\",\"payload\":0}");
+    assert_ok(r);
+    json_decref(r);
+    int fds0 = open_fds(fx_emqd.pid); /* the kept client's included */
+    cr_assert_gt(fds0, 0);
     static const char partial[] = "{\"op\":\"enqueue\",\"queue\":\"hq\",\"pay";
     for (int i = 0; i < 10000; i++) {
         struct tc_conn *c = tc_connect(fx_emqd.port);
@@ -347,18 +352,18 @@ Test(hostile, ten_thousand_dropped_connections)
         }
         tc_close(c);
         if (i % 1000 == 999) {
-            json_t *r = tc_call(keep, "{\"op\":\"ping\",\"ref\":%d}", i);
+            r = tc_call(keep, "{\"op\":\"ping\",\"ref\":%d}", i);
             assert_ok(r);
             cr_assert_eq(jint(r, "ref"), i);
             json_decref(r);
         }
     }
-    json_t *r = tc_call(keep, "{\"op\":\"enqueue\",\"queue\":\"hq\",\"payload\":1}");
+    r = tc_call(keep, "{\"op\":\"enqueue\",\"queue\":\"hq\",\"payload\":1}");
     assert_ok(r);
     json_decref(r);
     /* The daemon closes what the dropped clients left as it reads their
      * ends: their fds go, down to the kept client's. */
-    await(open_fds(fx_emqd.pid) <= fds0 + 1,
+    await(open_fds(fx_emqd.pid) <= fds0,
           "emqd to hold no fd for the dropped connections "
           "(%d, %d before)",
           open_fds(fx_emqd.pid), fds0);
@@ -405,6 +410,76 @@ Test(hostile, requests_refused_by_their_ops_checks_make_no_queue)
         cr_assert_eq(x->integer, 0, "queue %s was registered", refused[i]);
         freeReplyObject(x);
     }
+    redisFree(rc);
+    tc_close(c);
+}
+
+/* Send line on c; its reply must be ok (returned, owned). */
+static json_t *ok_call(struct tc_conn *c, const char *line)
+{
+    json_t *r = tc_call(c, "%s", line);
+    assert_ok(r);
+    return r;
+}
+
+/* True when emqd shows metrics for queue (it is in use there). */
+static bool queue_in_metrics(const char *queue)
+{
+    char series[128];
+    snprintf(series, sizeof(series), "emqd_jobs_total{queue=\"%s\",event=\"enqueued\"}", queue);
+    return emqd_metric(&fx_emqd, series) != -1;
+}
+
+static long long registered(redisContext *rc, const char *queue)
+{
+    redisReply *x = redisCommand(rc, "SISMEMBER emq:queues %s", queue);
+    cr_assert(x != NULL && x->type == REDIS_REPLY_INTEGER);
+    long long v = x->integer;
+    freeReplyObject(x);
+    return v;
+}
+
+/* Reads of a queue nobody has used (depth, stats, groups, job, dead list,
+ * check) answer as for an empty queue and leave nothing behind: no
+ * registration, no metrics, and no place under the daemon's cap of 4096
+ * queues, however many names they try. A write then makes the queue. */
+Test(hostile, reads_of_unknown_queues_leave_nothing_behind)
+{
+    struct tc_conn *c = fx_conn();
+    json_t *r = tc_call(c, "{\"op\":\"depth\",\"queue\":\"ro1\"}");
+    assert_ok(r);
+    cr_assert_eq(jint(r, "depth"), 0);
+    json_decref(r);
+    json_decref(ok_call(c, "{\"op\":\"stats\",\"queue\":\"ro1\"}"));
+    json_decref(ok_call(c, "{\"op\":\"groups\",\"queue\":\"ro1\"}"));
+    json_decref(ok_call(c, "{\"op\":\"dead\",\"queue\":\"ro1\",\"action\":\"list\"}"));
+    json_decref(ok_call(c, "{\"op\":\"check\",\"queue\":\"ro1\"}"));
+    r = tc_call(c, "{\"op\":\"job\",\"queue\":\"ro1\",\"job\":\"JOBnone\"}");
+    assert_err_free(r, "ENOJOB");
+    cr_assert_not(queue_in_metrics("ro1"), "a read put the queue in use");
+
+    /* 4,097 reads of as many names, pipelined: more than the cap. */
+    enum { N = 4097 };
+    for (int i = 0; i < N; i++) {
+        char line[96];
+        snprintf(line, sizeof(line), "{\"op\":\"depth\",\"queue\":\"junk%d\"}", i);
+        cr_assert_eq(tc_send_line(c, line), 0);
+    }
+    for (int i = 0; i < N; i++) {
+        r = tc_read(c, wait_deadline_ms(0));
+        assert_ok(r);
+        json_decref(r);
+    }
+    r = tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"ro1\",\"payload\":1}");
+    assert_ok(r);
+    json_decref(r);
+    cr_assert(queue_in_metrics("ro1"), "the enqueue put the queue in use");
+
+    redisContext *rc = redis_server_connect(&fx_redis);
+    cr_assert_not_null(rc);
+    await(registered(rc, "ro1") == 1, "the queue in use to be registered");
+    cr_assert_eq(registered(rc, "junk0"), 0);
+    cr_assert_eq(registered(rc, "junk4096"), 0);
     redisFree(rc);
     tc_close(c);
 }
