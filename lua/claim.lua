@@ -35,7 +35,7 @@ while served < n do
   else
     local id = head[1]
     served = served + 1
-    local job = lease(id, g, dl, int(tok + served), now)
+    local job = lease(id, g, dl, token(tok + served, now), now)
     for i = 1, width do out[#out + 1] = job[i] end
     local lim = glimit(g)
     if (lim ~= nil and gactive(g) >= lim) or call('ZCARD', lane) == 0 then

@@ -17,7 +17,7 @@ local k = #popped / 2
 local tok = call('INCRBY', K_SEQ, int(k)) - k
 local dl = int(deadline)
 for i = 1, k do
-  local job = lease(popped[2 * i - 1], '', dl, int(tok + i), now)
+  local job = lease(popped[2 * i - 1], '', dl, token(tok + i, now), now)
   for j = 1, width do out[#out + 1] = job[j] end
 end
 return out

@@ -31,7 +31,7 @@ local function handoff(id, g, lease_ms, now)
     call('SADD', K_GROUPS, g)
   end
   local deadline = now + lease_ms
-  local job = lease(id, g, int(deadline), int(call('INCR', K_SEQ)), now)
+  local job = lease(id, g, int(deadline), token(call('INCR', K_SEQ), now), now)
   return {deadline, job[1], job[2], job[3], job[4], job[5]}
 end
 

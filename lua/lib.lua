@@ -150,6 +150,17 @@ local function leave_active(id, g)
   end
 end
 
+-- The fencing token of lease number seq, leased at now (ms): seq and the
+-- lease time's low 32 bits, both in hex ("1f-5e2a09c4"). seq alone is
+-- unique only while the counter only grows; a store rolled back by a crash
+-- (its last writes lost) would count the same numbers again, and a worker
+-- from before the crash could settle another's lease with its old token.
+-- The same number leased again later carries another time. At most
+-- 14 + 1 + 8 = 23 bytes, the wire's bound (seq below 2^56).
+local function token(seq, now)
+  return string.format('%x-%x', seq, now % 4294967296)
+end
+
 -- Lease a job that has just been taken off its backlog. dl is the lease
 -- deadline as int() text (one per batch); tok is the fencing token that
 -- complete/fail/extend/release must present; now is the caller's now_ms().

@@ -305,7 +305,9 @@ Test(handoff, one_stream_sees_a_group_in_id_order_while_jobs_come_one_by_one)
 
 Test(handoff, a_stream_is_pushed_jobs_in_the_order_they_were_leased)
 {
-    /* Lease tokens count up per queue in the order Redis leases jobs.
+    /* Lease tokens count up per queue in the order Redis leases jobs: a
+     * token is opaque to clients, but emqd's are "<number>-<time>" in
+     * hex (lua/lib.lua:token), and the number counts up.
      * Enqueues pipelined over the pool run at Redis in no fixed order, and
      * some are handed off while others are queued and claimed; whatever
      * the mix, the pushes to one stream must come in token order (two
@@ -326,7 +328,7 @@ Test(handoff, a_stream_is_pushed_jobs_in_the_order_they_were_leased)
     for (int i = 0; i < N; i++) {
         json_t *push = tc_read(w, wait_deadline_ms(0));
         cr_assert_not_null(push, "only %d of %d jobs came", i, N);
-        long long tok = atoll(jstr(push, "lease"));
+        long long tok = strtoll(jstr(push, "lease"), NULL, 16); /* the number, up to '-' */
         cr_assert_gt(tok, last, "push %d has lease %lld after %lld", i, tok, last);
         last = tok;
         json_decref(push);

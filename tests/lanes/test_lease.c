@@ -384,3 +384,33 @@ LANE_TEST(lease, undelivered_release_gives_the_attempt_back)
     cr_assert_eq(fx_claim(1, 30000, &again, NULL), 1);
     cr_assert_eq(again.attempt, 1, "the attempt was given back");
 }
+
+/* A store that rolls back (a crash loses its last writes, the lease
+ * counter among them) counts the same lease numbers again. The tokens must
+ * still differ, or the worker that held the job before the crash could
+ * settle the lease of the one that holds it now. Emulated: the lease
+ * expires and is reaped, the counter is set back, the job is leased
+ * again. */
+LANE_TEST(lease, a_token_stays_unique_when_the_store_rolls_back_its_counter)
+{
+    cr_assert_eq(fx_enqueue("JOB1", "TENa", "{}"), 1);
+    struct leased first, second;
+    long long deadline;
+    cr_assert_eq(fx_claim(1, 1, &first, &deadline), 1);
+    fx_await_past(deadline);
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_REAP, "100", NULL);
+    cr_assert_eq(r->element[0]->integer, 1);
+    freeReplyObject(r);
+    r = redisCommand(fx_conn, "SET %s 0", fx_q.names[KEY_SEQ]);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    cr_assert_eq(fx_claim(1, 30000, &second, NULL), 1);
+    cr_assert_str_eq(second.job, "JOB1");
+    cr_assert_str_neq(first.lease, second.lease, "the same lease number, another token");
+    cr_assert_leq(strlen(second.lease), 23, "within the wire's bound");
+    char st[32];
+    fx_complete("JOB1", first.lease, st, sizeof(st));
+    cr_assert_str_eq(st, "ELEASE", "the token from before the rollback is fenced");
+    fx_complete("JOB1", second.lease, st, sizeof(st));
+    cr_assert_str_eq(st, "completed");
+}
