@@ -17,17 +17,25 @@ static void zcard(enum key_id key, long long want, const char *what)
     freeReplyObject(r);
 }
 
-LANE_TEST(lease, a_reaped_jobs_old_lease_token_is_refused)
+/* Enqueue JOB1 in TENa, lease it for 1 ms into *first, and reap it once
+ * the lease has run out on the Redis clock. */
+static void lease_and_reap(struct leased *first)
 {
     cr_assert_eq(fx_enqueue("JOB1", "TENa", "{}"), 1);
-    struct leased first, second;
     long long deadline;
-    cr_assert_eq(fx_claim(1, 1, &first, &deadline), 1);
+    cr_assert_eq(fx_claim(1, 1, first, &deadline), 1);
     fx_await_past(deadline);
     redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_REAP, "100", NULL);
     cr_assert_eq(r->element[0]->integer, 1, "the expired lease is reaped");
     cr_assert_eq(r->element[1]->integer, -1, "no lease left to wait for");
     freeReplyObject(r);
+}
+
+LANE_TEST(lease, a_reaped_jobs_old_lease_token_is_refused)
+{
+    struct leased first, second;
+    lease_and_reap(&first);
+    redisReply *r;
     char state[32];
     fx_row("JOB1", "state", state, sizeof(state));
     cr_assert_str_eq(state, "pending");
@@ -393,15 +401,9 @@ LANE_TEST(lease, undelivered_release_gives_the_attempt_back)
  * again. */
 LANE_TEST(lease, a_token_stays_unique_when_the_store_rolls_back_its_counter)
 {
-    cr_assert_eq(fx_enqueue("JOB1", "TENa", "{}"), 1);
     struct leased first, second;
-    long long deadline;
-    cr_assert_eq(fx_claim(1, 1, &first, &deadline), 1);
-    fx_await_past(deadline);
-    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_REAP, "100", NULL);
-    cr_assert_eq(r->element[0]->integer, 1);
-    freeReplyObject(r);
-    r = redisCommand(fx_conn, "SET %s 0", fx_q.names[KEY_SEQ]);
+    lease_and_reap(&first);
+    redisReply *r = redisCommand(fx_conn, "SET %s 0", fx_q.names[KEY_SEQ]);
     cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS);
     freeReplyObject(r);
     cr_assert_eq(fx_claim(1, 30000, &second, NULL), 1);
