@@ -41,6 +41,7 @@ static const char *const emq_server_names[] = {
     [EMQ_EUNAVAILABLE] = "EUNAVAILABLE",
     [EMQ_EINTERNAL] = "EINTERNAL",
     [EMQ_ELIMIT] = "ELIMIT",
+    [EMQ_EFULL] = "EFULL",
 };
 
 static const char *const emq_client_names[] = {

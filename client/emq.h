@@ -48,6 +48,7 @@ enum emq_code {
     EMQ_EUNAVAILABLE,
     EMQ_EINTERNAL,
     EMQ_ELIMIT,
+    EMQ_EFULL,
     /* Library codes. */
     EMQ_ECLIENT = 100,     /* not a code: the first library code */
     EMQ_EIO = EMQ_ECLIENT, /* cannot connect, or the connection broke */

@@ -1,4 +1,5 @@
 -- complete: settle one or more leased jobs as done (completions that arrive
+-- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
 -- together are coalesced into one call).
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 retention_ms (how long the row is kept so a re-sent id

@@ -1,4 +1,5 @@
 -- dead: the dead-letter set of a queue.
+-- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 action ('list' | 'retry' | 'purge'), 3 job id ('' =
 --        the oldest, up to the limit), 4 limit (>= 1)

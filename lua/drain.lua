@@ -1,4 +1,5 @@
 -- drain: empty one group's pending backlog (bounded per call) and take the
+-- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
 -- lane off the ring. Sibling lanes, the ceiling, the pause flag, delayed
 -- jobs and jobs in flight are left alone. Drained rows are deleted.
 -- KEYS:  the standard ten (lib.lua).

@@ -1,4 +1,5 @@
 -- extend: heartbeat a lease so a long job is not reaped.
+-- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 job id, 3 lease token, 4 lease_ms (from now, >= 1)
 -- Returns the new deadline (server ms).

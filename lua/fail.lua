@@ -1,4 +1,5 @@
 -- fail: a worker gives a leased job back as failed.
+-- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 job id, 3 lease token, 4 error text,
 --        5 retry_ms (-1 = exponential backoff: 1 s * 2^(attempt-1), capped

@@ -1,4 +1,5 @@
 -- groups: one page of the group registry with each group's numbers.
+-- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
 -- A group that is idle in every way (empty lane, nothing in flight or
 -- delayed... no ceiling, not paused) is dropped from the registry as the
 -- page passes it, so the registry does not grow with tenants long gone.

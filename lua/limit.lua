@@ -1,4 +1,5 @@
 -- limit: set or remove one group's concurrency ceiling, then put the lane on
+-- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
 -- or off the ring to match (lowering below the live count parks the lane
 -- until it drains; raising it returns the lane at once).
 -- KEYS:  the standard ten (lib.lua).

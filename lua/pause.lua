@@ -1,4 +1,5 @@
 -- pause: hold one group. Its lane leaves the ring; its backlog and its jobs
+-- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
 -- in flight are untouched (they may still complete).
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 group

@@ -1,4 +1,5 @@
 -- promote: move delayed jobs that are due into their lanes (or the flat
+-- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
 -- set), at most max per call.
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 max (>= 1)

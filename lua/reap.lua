@@ -1,4 +1,5 @@
 -- reap: recover jobs whose lease ran out, queue-wide, at most max per call.
+-- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
 -- Each goes back to its own lane (or the flat set) with its attempt counted,
 -- or to the dead set if its attempts are spent. Its old lease token is
 -- cleared, so a late complete/fail/extend with it is refused.

@@ -1,4 +1,5 @@
 -- reap_group: recover one group's expired leases only. It reads the group's
+-- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
 -- own lease index (g:<G>:active), so the cost is O(log n + that group's
 -- expired leases) and other groups' expired leases are left alone.
 -- KEYS:  the standard ten (lib.lua).

@@ -1,4 +1,5 @@
 -- reassign: move a pending job to another group's lane. The source group is
+-- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
 -- read from the row, so the move cannot disagree with it; the job keeps its
 -- mint-ordered place (score 0, ordered by id) in the destination lane.
 -- KEYS:  the standard ten (lib.lua).

@@ -1,4 +1,5 @@
 -- release: give leased jobs back at once (their connection closed, or a
+-- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
 -- worker is shutting down). The attempt stays counted: a job whose attempts
 -- are spent goes to the dead set instead of its lane. Mode 'undelivered'
 -- is for leases the daemon took for a consumer that was gone before it got

@@ -1,4 +1,5 @@
 -- resume: release a paused group; its lane returns to the ring (with a wake)
+-- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
 -- if it is serviceable.
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 group

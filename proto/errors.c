@@ -23,6 +23,7 @@ static const struct wire_error_row {
     [WIRE_EUNAVAILABLE] = {"EUNAVAILABLE", "backend unavailable"},
     [WIRE_EINTERNAL] = {"EINTERNAL", "internal error"},
     [WIRE_ELIMIT] = {"ELIMIT", "limit reached"},
+    [WIRE_EFULL] = {"EFULL", "the store is full"},
 };
 
 bool wire_error_valid(int e)

@@ -25,6 +25,7 @@ enum wire_error {
     WIRE_EUNAVAILABLE, /* the backend cannot be reached in time */
     WIRE_EINTERNAL,    /* a bug or an unexpected backend reply */
     WIRE_ELIMIT,       /* a configured limit was reached */
+    WIRE_EFULL,        /* the store has no room: Redis is out of memory */
     WIRE__END          /* one past the last code */
 };
 

@@ -11,6 +11,15 @@ itself. The table holds {name, source, length, sha1}; the daemon sends
 EVALSHA with the digest and loads the source on NOSCRIPT, so nothing is read
 from disk at run time. An enum SCRIPT_<NAME> indexes the table, generated from
 the same list so the two cannot drift apart.
+
+A script whose header has the line "-- flags: allow-oom" is shipped with
+the Redis 7 shebang "#!lua flags=allow-oom" first, so that Redis runs it
+while it is out of memory (maxmemory reached, noeviction). Those are the
+moves that take, settle, move or delete what exists (claim, complete, fail,
+release, extend, reap, promote, drain, dead, the levers): each adds at most
+a few bytes per job, and consumers must be able to drain the backlog that
+would free the memory. enqueue, which adds jobs, has no flag: Redis
+refuses it then, and emqd answers EFULL.
 """
 import hashlib
 import os
@@ -18,12 +27,18 @@ import subprocess
 import sys
 
 
-def shipped(lib, path):
+FLAG_OOM = "-- flags: allow-oom"
+
+
+def shipped(lib, path, shebang=True):
     with open(lib, encoding="utf-8") as f:
         prelude = f.read()
     with open(path, encoding="utf-8") as f:
         body = f.read()
-    return prelude + "\n" + body
+    head = ""
+    if shebang and any(ln.startswith(FLAG_OOM) for ln in body.splitlines()[:12]):
+        head = "#!lua flags=allow-oom\n"
+    return head + prelude + "\n" + body
 
 
 def c_string(text):
@@ -75,7 +90,7 @@ def lint(lib, scripts):
         r = subprocess.run(
             ["luacheck", "--std", "lua51", "--globals", "redis", "KEYS", "ARGV",
              "--codes", "--formatter", "plain", "--filename", p, "-"],
-            input=shipped(lib, p).encode("utf-8"))
+            input=shipped(lib, p, shebang=False).encode("utf-8"))
         failed += r.returncode != 0
     print("luacheck: %d scripts, %d with problems" % (len(scripts), failed))
     return 1 if failed else 0

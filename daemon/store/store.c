@@ -70,6 +70,28 @@ void store_unexpected(const struct store_call *c, const redisReply *reply, struc
     *st = (struct store_status){WIRE_EINTERNAL, "unexpected backend reply"};
 }
 
+/* Log a backend error, at most once a second per kind (a backend out of
+ * memory refuses every enqueue of every client): the line says how many
+ * were not logged since the last one. */
+static void backend_error_log(enum log_level level, const char *msg, const struct store_call *c,
+                              const char *error)
+{
+    static struct {
+        uint64_t last_ms, skipped;
+    } kinds[2]; /* [0] errors, [1] out of memory */
+    size_t k = level == LOG_WARN;
+    uint64_t now = uv_hrtime() / 1000000;
+    if (kinds[k].last_ms != 0 && now - kinds[k].last_ms < 1000) {
+        kinds[k].skipped++;
+        return;
+    }
+    char q[600];
+    log_event(level, msg, "call=%s error=%s not_logged=%llu", c->name,
+              log_quote(error, q, sizeof(q)), (unsigned long long)kinds[k].skipped);
+    kinds[k].last_ms = now;
+    kinds[k].skipped = 0;
+}
+
 static void reply_cb(void *priv, int status, redisReply *reply)
 {
     struct store_call *c = priv;
@@ -84,10 +106,18 @@ static void reply_cb(void *priv, int status, redisReply *reply)
         size_t w = strcspn(reply->str, " ");
         st.code = wire_error_lookup(reply->str, w);
         st.message = reply->str[w] ? reply->str + w + 1 : reply->str;
-        if (st.code == WIRE_EINTERNAL) {
-            char q[600];
-            log_event(LOG_ERROR, "backend error", "call=%s error=%s", c->name,
-                      log_quote(reply->str, q, sizeof(q)));
+        if (w == 3 && memcmp(reply->str, "OOM", 3) == 0) {
+            /* Only what adds jobs is refused: the moves that drain carry
+             * allow-oom (scripts/embed_lua.py). */
+            st = (struct store_status){WIRE_EFULL, "the backend is out of memory: complete, drain "
+                                                   "or purge jobs, or give Redis more memory"};
+            backend_error_log(LOG_WARN, "backend out of memory: refusing what adds jobs", c,
+                              reply->str);
+        } else if (st.code == WIRE_EINTERNAL) {
+            /* Redis's text (a script's SHA and line, say) is for the log,
+             * not for clients. */
+            st.message = "backend error (the daemon's log has it)";
+            backend_error_log(LOG_ERROR, "backend error", c, reply->str);
         }
         reply = NULL;
     }

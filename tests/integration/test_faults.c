@@ -364,3 +364,83 @@ Test(faults, an_unavailable_enqueue_names_its_job_so_a_retry_lands_once)
     free(items[1]);
     tc_close(c);
 }
+
+/* Set the fixture Redis's maxmemory (0 = none). */
+static void redis_maxmemory(long long bytes)
+{
+    redisContext *rc = redis_server_connect(&fx_redis);
+    cr_assert_not_null(rc);
+    redisReply *x = redisCommand(rc, "CONFIG SET maxmemory %lld", bytes);
+    cr_assert(x != NULL && x->type == REDIS_REPLY_STATUS, "CONFIG SET maxmemory refused");
+    freeReplyObject(x);
+    redisFree(rc);
+}
+
+/* Redis out of memory (maxmemory reached, noeviction): what adds jobs is
+ * refused with EFULL and a message of emqd's own (none of Redis's
+ * internals), while everything that drains the backlog still works:
+ * claim, extend, complete, fail, pause and resume. */
+Test(faults, a_backend_out_of_memory_refuses_enqueues_and_lets_the_backlog_drain)
+{
+    fx_teardown();
+    cr_assert_eq(emqd_log_to_file(&fx_emqd), 0);
+    fx_start(NULL);
+    struct tc_conn *c = fx_conn();
+    for (int i = 0; i < 3; i++) {
+        json_t *r = tc_call(
+            c, "{\"op\":\"enqueue\",\"queue\":\"om\",\"group\":\"TENa\",\"payload\":%d}", i);
+        assert_ok(r);
+        json_decref(r);
+    }
+    redis_maxmemory(1);
+    json_t *r =
+        tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"om\",\"group\":\"TENa\",\"payload\":9}");
+    assert_err(r, "EFULL");
+    cr_assert(jstr(r, "job")[0] != '\0', "the refused job is named, for a retry");
+    cr_assert_null(strstr(jstr(r, "message"), "script"), "no Redis internals: %s",
+                   jstr(r, "message"));
+    json_decref(r);
+    r = tc_call(c, "{\"op\":\"enqueue_many\",\"queue\":\"om\",\"jobs\":[{\"payload\":1}]}");
+    assert_ok(r);
+    cr_assert_str_eq(jstr(json_array_get(json_object_get(r, "results"), 0), "error"), "EFULL");
+    json_decref(r);
+
+    json_t *reply =
+        tc_call(c, "{\"op\":\"claim\",\"queue\":\"om\",\"count\":3,\"lease_ms\":3600000}");
+    json_t *claimed = claim_jobs(reply);
+    cr_assert_eq(json_array_size(claimed), 3, "the backlog is claimable while Redis is full");
+    for (size_t i = 0; i < 3; i++) {
+        json_t *j = json_array_get(claimed, i);
+        const char *id = jstr(j, "job"), *lease = jstr(j, "lease");
+        json_t *x = tc_call(c,
+                            "{\"op\":\"extend\",\"queue\":\"om\",\"job\":\"%s\",\"lease\":\"%s\","
+                            "\"lease_ms\":3600000}",
+                            id, lease);
+        assert_ok(x);
+        json_decref(x);
+        x = i < 2
+                ? tc_call(c,
+                          "{\"op\":\"complete\",\"queue\":\"om\",\"job\":\"%s\",\"lease\":\"%s\"}",
+                          id, lease)
+                : tc_call(c,
+                          "{\"op\":\"fail\",\"queue\":\"om\",\"job\":\"%s\",\"lease\":\"%s\","
+                          "\"dead\":true}",
+                          id, lease);
+        assert_ok(x);
+        json_decref(x);
+    }
+    json_decref(reply);
+    r = tc_call(c, "{\"op\":\"pause\",\"queue\":\"om\",\"group\":\"TENa\"}");
+    assert_ok(r);
+    json_decref(r);
+    r = tc_call(c, "{\"op\":\"resume\",\"queue\":\"om\",\"group\":\"TENa\"}");
+    assert_ok(r);
+    json_decref(r);
+    cr_assert(emqd_log_has(&fx_emqd, "backend out of memory: refusing what adds jobs"));
+
+    redis_maxmemory(0);
+    r = tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"om\",\"group\":\"TENa\",\"payload\":10}");
+    assert_ok(r);
+    json_decref(r);
+    tc_close(c);
+}

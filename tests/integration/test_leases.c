@@ -150,8 +150,8 @@ Test(leases, a_late_complete_keeps_the_current_lease_held)
     tc_close(p);
 }
 
-/* An extend that Redis refuses for a reason of its own (out of memory
- * here) says nothing about the lease: the connection still holds it, so
+/* An extend that Redis refuses for a reason of its own (too few replicas
+ * to write to, here: NOREPLICAS) says nothing about the lease: the connection still holds it, so
  * a credit-1 stream gets no second job, and closing gives the job back. */
 Test(leases, a_backend_refusal_keeps_the_lease_held)
 {
@@ -166,18 +166,18 @@ Test(leases, a_backend_refusal_keeps_the_lease_held)
 
     redisContext *rc = redis_server_connect(&fx_redis);
     cr_assert_not_null(rc);
-    redisReply *x = redisCommand(rc, "CONFIG SET maxmemory 1");
+    redisReply *x = redisCommand(rc, "CONFIG SET min-replicas-to-write 1");
     cr_assert(x != NULL && x->type == REDIS_REPLY_STATUS);
     freeReplyObject(x);
     r = tc_call(w,
                 "{\"op\":\"extend\",\"queue\":\"ls3\",\"job\":\"%s\",\"lease\":\"%s\","
                 "\"lease_ms\":3600000}",
                 a, jstr(push, "lease"));
-    cr_assert(!tc_ok(r), "the extend is refused while Redis is out of memory");
+    cr_assert(!tc_ok(r), "the extend is refused while Redis lacks replicas");
     cr_assert_str_neq(tc_error(r), "ELEASE");
     cr_assert_str_neq(tc_error(r), "ENOJOB");
     json_decref(r);
-    x = redisCommand(rc, "CONFIG SET maxmemory 0");
+    x = redisCommand(rc, "CONFIG SET min-replicas-to-write 0");
     cr_assert(x != NULL && x->type == REDIS_REPLY_STATUS);
     freeReplyObject(x);
     redisFree(rc);
