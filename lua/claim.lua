@@ -2,7 +2,10 @@
 -- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 n (>= 1), 3 lease_ms (>= 1), 4 waits (optional: '1'
---        adds each job's wait as a sixth field)
+--        adds each job's wait as a sixth field), 5 max_bytes (optional,
+--        0 = none: stop once the payloads served add up to this many
+--        bytes, so a reply stays near it: at most max_bytes plus one
+--        payload)
 -- Returns {deadline, id, group, payload, attempt, token, id, ...}: the
 -- deadline (server ms) shared by the batch, then five fields per job, in
 -- the order served; with waits, six: {..., token, wait_ms, id, ...}, where
@@ -18,6 +21,8 @@ if not n or n < 1 or not lease_ms or lease_ms < 1 then
   return redis.error_reply('EARG count and lease_ms must be positive')
 end
 local width = ARGV[4] == '1' and 6 or 5
+local max_bytes = tonumber(ARGV[5] or '0') or 0
+local bytes = 0
 local now = now_ms()
 local deadline = now + lease_ms
 local dl = int(deadline)
@@ -42,6 +47,8 @@ while served < n do
     if (lim ~= nil and gactive(g) >= lim) or call('ZCARD', lane) == 0 then
       call('RPOP', K_RING)
     end
+    bytes = bytes + #job[3]
+    if max_bytes > 0 and bytes >= max_bytes then break end
   end
 end
 return out

@@ -131,10 +131,14 @@ static void pump_cb(void *priv, const struct store_status *st, const struct stor
         return;
     }
     struct queue_pairs orphans = {0};
-    for (size_t i = 0; i < res->n; i++)
+    size_t bytes = 0;
+    for (size_t i = 0; i < res->n; i++) {
+        bytes += res->jobs[i].payload_len;
         hand_out(q, flat, lease_ms, &res->jobs[i], res->deadline, &orphans);
+    }
     handed_out(q, res->n, lease_ms, &orphans);
-    if (res->n == asked || q->again[flat]) {
+    /* Filled, or cut short by max-claim-bytes: there may be more. */
+    if (res->n == asked || bytes >= q->eng->cfg->max_claim_bytes || q->again[flat]) {
         q->again[flat] = false;
         queue_pump(q, flat);
     }
@@ -216,7 +220,8 @@ void queue_pump(struct queue *q, bool flat)
     *p = (struct pump){.q = q, .flat = flat, .lease_ms = lease_ms, .asked = n};
     q->claiming[flat] = true;
     q->again[flat] = false;
-    if (store_claim(queue_store(q), flat, n, lease_ms, pump_cb, p) != 0) {
+    if (store_claim(queue_store(q), flat, n, lease_ms, q->eng->cfg->max_claim_bytes, pump_cb, p) !=
+        0) {
         q->claiming[flat] = false;
         free(p);
     }

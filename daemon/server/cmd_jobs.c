@@ -389,7 +389,8 @@ static void cmd_claim(struct req *r)
     uint64_t lease =
         (uint64_t)request_int(r->root, "lease_ms", (json_int_t)req_server(r)->cfg->lease_ms);
     bool flat = request_bool(r->root, "flat", false);
-    if (store_claim(queue_store(r->q), flat, count, lease, claim_cb, r) != 0)
+    if (store_claim(queue_store(r->q), flat, count, lease, req_server(r)->cfg->max_claim_bytes,
+                    claim_cb, r) != 0)
         req_error(r, WIRE_EUNAVAILABLE, "the backend is unavailable");
 }
 

@@ -127,13 +127,14 @@ static void claim_decode(const struct store_call *c, const struct store_status *
         free(jobs);
 }
 
-int store_claim(struct store_queue *sq, bool flat, size_t n, uint64_t lease_ms, store_claim_cb *cb,
-                void *priv)
+int store_claim(struct store_queue *sq, bool flat, size_t n, uint64_t lease_ms, size_t max_bytes,
+                store_claim_cb *cb, void *priv)
 {
-    char ns[24], ls[24];
+    char ns[24], ls[24], bs[24];
     const char *argv[] = {store_num(ns, (long long)n), store_num(ls, (long long)lease_ms),
-                          "1"}; /* "1": with each job's wait */
-    return store_send(sq, flat ? SCRIPT_CLAIM_FLAT : SCRIPT_CLAIM, 3, argv, NULL, claim_decode,
+                          "1", /* with each job's wait */
+                          store_num(bs, (long long)max_bytes)};
+    return store_send(sq, flat ? SCRIPT_CLAIM_FLAT : SCRIPT_CLAIM, 4, argv, NULL, claim_decode,
                       (void (*)(void))cb, priv, n);
 }
 

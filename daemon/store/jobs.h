@@ -47,9 +47,11 @@ typedef void store_claim_cb(void *priv, const struct store_status *st,
                             const struct store_leased *res);
 
 /* Lease up to n jobs (1..) on lease_ms, from the ring (flat false) or the
- * flat set. */
-int store_claim(struct store_queue *sq, bool flat, size_t n, uint64_t lease_ms, store_claim_cb *cb,
-                void *priv);
+ * flat set, stopping once their payloads add up to max_bytes (0: no
+ * bound; at least one job, so a reply is at most max_bytes plus one
+ * payload). */
+int store_claim(struct store_queue *sq, bool flat, size_t n, uint64_t lease_ms, size_t max_bytes,
+                store_claim_cb *cb, void *priv);
 
 /* --- settling ---------------------------------------------------------- */
 

@@ -54,6 +54,8 @@ const struct config_key config_keys[] = {
      "longest job payload in bytes, as compact JSON"},
     {"max-batch", CONFIG_SIZE, OFF(max_batch), 1, 1000000, "10000", CONFIG_RELOAD,
      "items in one enqueue_many"},
+    {"max-claim-bytes", CONFIG_SIZE, OFF(max_claim_bytes), 1024, 1u << 30, "16777216",
+     CONFIG_RELOAD, "payload bytes one claim (or stream refill) leases before it stops"},
     {"max-inflight", CONFIG_SIZE, OFF(max_inflight), 1, 1000000, "4096", CONFIG_RELOAD,
      "unanswered requests per connection before its reads pause"},
     {"max-output", CONFIG_SIZE, OFF(max_output), 4096, 1ULL << 40, "67108864", CONFIG_RELOAD,

@@ -33,6 +33,7 @@ struct config {
     size_t max_batch;   /* items in one enqueue_many */
     size_t max_clients;
     size_t max_unauthed;      /* connections before hello, when a token is set */
+    size_t max_claim_bytes;   /* payload bytes one claim call leases, about */
     uint64_t auth_timeout_ms; /* a connection's time to say hello, when a token is set */
     size_t max_inflight;      /* unanswered requests per connection before reads pause */
     size_t max_output;        /* bytes queued to one connection before it is dropped */

@@ -189,3 +189,31 @@ Test(backpressure, a_parked_claim_left_behind_is_freed)
     tc_close(p);
     cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
 }
+
+/* max-claim-bytes: a claim of many large jobs gets the jobs whose
+ * payloads add up to the bound (the one crossing it included) instead of
+ * one huge reply; the rest wait for the next claim. A stream's refills
+ * are cut the same way and pump again, so a stream still gets them all. */
+Test(backpressure, a_claim_of_large_jobs_stops_at_max_claim_bytes)
+{
+    fx_teardown();
+    const char *const extra[] = {"--max-claim-bytes", "4096", NULL};
+    fx_start(extra);
+    struct tc_conn *c = fx_conn();
+    enqueue_big(c, "mc", 10, 2000); /* payloads of 2,002 bytes of JSON */
+    json_t *r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"mc\",\"count\":10,\"lease_ms\":3600000}");
+    cr_assert_eq(json_array_size(claim_jobs(r)), 3, "2002 + 2002 < 4096 <= 3 x 2002: three jobs");
+    json_decref(r);
+    struct tc_conn *w = fx_conn();
+    r = tc_call(w, "{\"op\":\"stream\",\"queue\":\"mc\",\"credit\":10,\"lease_ms\":3600000}");
+    assert_ok(r);
+    json_decref(r);
+    for (int i = 0; i < 7; i++) {
+        json_t *push = tc_read(w, wait_deadline_ms(0));
+        cr_assert_not_null(push, "the stream got %d of the 7 left", i);
+        cr_assert_not_null(json_object_get(push, "push"));
+        json_decref(push);
+    }
+    tc_close(w);
+    tc_close(c);
+}

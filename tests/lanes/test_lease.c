@@ -416,3 +416,35 @@ LANE_TEST(lease, a_token_stays_unique_when_the_store_rolls_back_its_counter)
     fx_complete("JOB1", second.lease, st, sizeof(st));
     cr_assert_str_eq(st, "completed");
 }
+
+/* A claim stops once the payloads it leased add up to max_bytes (ARGV 5;
+ * the job that crosses it is served), grouped or flat, and leaves the rest
+ * as they were for the next claim. */
+LANE_TEST(lease, a_claim_stops_at_its_byte_bound)
+{
+    char big[1100];
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    char payload[1200];
+    snprintf(payload, sizeof(payload), "\"%s\"", big); /* 1,101 bytes of JSON */
+    for (int i = 0; i < 5; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "JOBg%d", i);
+        cr_assert_eq(fx_enqueue(id, "TENa", payload), 1);
+        snprintf(id, sizeof(id), "JOBf%d", i);
+        cr_assert_eq(fx_enqueue(id, NULL, payload), 1);
+    }
+    for (int flat = 0; flat < 2; flat++) {
+        redisReply *r = lanes_call(fx_conn, &fx_q, flat ? SCRIPT_CLAIM_FLAT : SCRIPT_CLAIM, "5",
+                                   "30000", "0", "2500", NULL);
+        cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY);
+        cr_assert_eq((r->elements - 1) / 5, 3, "1101 + 1101 < 2500 <= 3 x 1101: three jobs");
+        freeReplyObject(r);
+        r = lanes_call(fx_conn, &fx_q, flat ? SCRIPT_CLAIM_FLAT : SCRIPT_CLAIM, "5", "30000", "0",
+                       "0", NULL);
+        cr_assert_eq((r->elements - 1) / 5, 2, "the other two are still there, in order");
+        cr_assert_str_eq(r->element[1]->str, flat ? "JOBf3" : "JOBg3");
+        freeReplyObject(r);
+    }
+    fx_assert_invariants(&fx_q);
+}
