@@ -4,6 +4,6 @@
 -- Returns the row as HGETALL does (field, value, ...); empty if none.
 --
 -- A script rather than a plain HGETALL so that it runs in order with the
--- queue's other calls even across a NOSCRIPT recovery (daemon/pool.c),
+-- queue's other calls even across a NOSCRIPT recovery (daemon/store/pool.c),
 -- which holds and resends script calls only.
 return call('HGETALL', row_key(ARGV[2]))

@@ -1,7 +1,7 @@
 -- lib.lua: the prelude every lane script is built with (scripts/embed_lua.py
 -- prepends it), so the lane rules live in one place.
 --
--- KEYS, the same ten for every script (daemon/keys.c builds them):
+-- KEYS, the same ten for every script (daemon/store/keys.c builds them):
 --   1 ring      list  the serviceable lanes, each at most once
 --   2 glimit    hash  group -> ceiling (absent = no ceiling)
 --   3 paused    set   paused groups
