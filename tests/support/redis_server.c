@@ -86,7 +86,12 @@ bool test_reaped(pid_t *pid, int *status)
     return true;
 }
 
-/* True once the child answers PING, or has exited (rs->pid is then 0). */
+/* True once the child answers on its port, or has exited (rs->pid is then
+ * 0). The answer must come from the child itself: when its bind failed
+ * (another test's server took the port between the probe and the bind),
+ * the server that does answer there is someone else's, and using it would
+ * mix two tests' data. The child then exits, and the caller tries another
+ * port. */
 static bool ready_or_gone(struct redis_server *rs)
 {
     if (test_reaped(&rs->pid, NULL))
@@ -94,8 +99,12 @@ static bool ready_or_gone(struct redis_server *rs)
     redisContext *c = redis_server_connect(rs);
     if (c == NULL)
         return false;
-    redisReply *r = redisCommand(c, "PING");
-    bool ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+    redisReply *r = redisCommand(c, "INFO server");
+    bool ok = false;
+    if (r != NULL && r->type == REDIS_REPLY_STRING) {
+        const char *p = strstr(r->str, "process_id:");
+        ok = p != NULL && atol(p + 11) == (long)rs->pid;
+    }
     freeReplyObject(r);
     redisFree(c);
     return ok;
