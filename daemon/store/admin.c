@@ -15,32 +15,7 @@
 #include "log.h"
 #include "store_internal.h"
 
-#define CB(f) ((void (*)(void))(f))
-
 /* --- decoding ------------------------------------------------------------ */
-
-/* What a parser says of a reply: 0, it filled its result; PARSE_SHAPE, the
- * script never returns this; -ENOMEM, the result could not be built. */
-enum { PARSE_SHAPE = 1 };
-typedef int parse_fn(const redisReply *reply, void *out);
-
-static const struct store_status out_of_memory = {WIRE_EINTERNAL, "out of memory"};
-
-/* Fill out from the call's reply: true when it is valid for the callback.
- * False when the call failed already (*s says how) or the reply does not
- * parse (*s is set here). */
-static bool parsed(const struct store_call *c, struct store_status *s, const redisReply *reply,
-                   parse_fn *parse, void *out)
-{
-    if (s->code != 0)
-        return false;
-    int rc = parse(reply, out);
-    if (rc == PARSE_SHAPE)
-        store_unexpected(c, reply, s);
-    else if (rc != 0)
-        *s = out_of_memory;
-    return rc == 0;
-}
 
 /* Element i of an array reply (the caller checked the type), typed. */
 static bool elem_int(const redisReply *r, size_t i, long long *out)
@@ -83,7 +58,7 @@ static int rows_parse(const redisReply *r, size_t first, size_t width, size_t si
     *rows = NULL;
     *n = 0;
     if (r->type != REDIS_REPLY_ARRAY || r->elements < first || (r->elements - first) % width != 0)
-        return PARSE_SHAPE;
+        return STORE_SHAPE;
     size_t want = (r->elements - first) / width;
     char *v = calloc(want > 0 ? want : 1, size);
     if (v == NULL)
@@ -93,7 +68,7 @@ static int rows_parse(const redisReply *r, size_t first, size_t width, size_t si
         if (k < 0) {
             free(v);
             *n = 0;
-            return PARSE_SHAPE;
+            return STORE_SHAPE;
         }
         *n += (size_t)k;
     }
@@ -107,14 +82,14 @@ static int rows_parse(const redisReply *r, size_t first, size_t width, size_t si
 static int one_parse(const redisReply *r, void *out)
 {
     (void)out;
-    return r->type == REDIS_REPLY_INTEGER && r->integer == 1 ? 0 : PARSE_SHAPE;
+    return r->type == REDIS_REPLY_INTEGER && r->integer == 1 ? 0 : STORE_SHAPE;
 }
 
 static void done_decode(const struct store_call *c, const struct store_status *st,
                         const redisReply *reply)
 {
     struct store_status s = *st;
-    parsed(c, &s, reply, one_parse, NULL);
+    store_parsed(c, &s, reply, one_parse, NULL);
     ((store_done_cb *)c->cb)(c->priv, &s);
 }
 
@@ -123,14 +98,14 @@ int store_limit(struct store_queue *sq, const char *group, long long max, store_
 {
     char num[24];
     const char *argv[] = {group, store_num(num, max)};
-    return store_send(sq, SCRIPT_LIMIT, 2, argv, NULL, done_decode, CB(cb), priv, 0);
+    return store_send(sq, SCRIPT_LIMIT, 2, argv, NULL, done_decode, STORE_CB(cb), priv, 0);
 }
 
 /* pause and resume return 1 (it changed) or 0. */
 static int changed_parse(const redisReply *r, void *out)
 {
     if (r->type != REDIS_REPLY_INTEGER || (r->integer != 0 && r->integer != 1))
-        return PARSE_SHAPE;
+        return STORE_SHAPE;
     *(bool *)out = r->integer == 1;
     return 0;
 }
@@ -140,26 +115,26 @@ static void changed_decode(const struct store_call *c, const struct store_status
 {
     struct store_status s = *st;
     bool changed = false;
-    parsed(c, &s, reply, changed_parse, &changed);
+    store_parsed(c, &s, reply, changed_parse, &changed);
     ((store_changed_cb *)c->cb)(c->priv, &s, changed);
 }
 
 int store_pause(struct store_queue *sq, const char *group, store_changed_cb *cb, void *priv)
 {
     const char *argv[] = {group};
-    return store_send(sq, SCRIPT_PAUSE, 1, argv, NULL, changed_decode, CB(cb), priv, 0);
+    return store_send(sq, SCRIPT_PAUSE, 1, argv, NULL, changed_decode, STORE_CB(cb), priv, 0);
 }
 
 int store_resume(struct store_queue *sq, const char *group, store_changed_cb *cb, void *priv)
 {
     const char *argv[] = {group};
-    return store_send(sq, SCRIPT_RESUME, 1, argv, NULL, changed_decode, CB(cb), priv, 0);
+    return store_send(sq, SCRIPT_RESUME, 1, argv, NULL, changed_decode, STORE_CB(cb), priv, 0);
 }
 
 /* reassign returns the source group, '' when there was none. */
 static int from_parse(const redisReply *r, void *out)
 {
-    return text(r, out) ? 0 : PARSE_SHAPE;
+    return text(r, out) ? 0 : STORE_SHAPE;
 }
 
 static void reassign_decode(const struct store_call *c, const struct store_status *st,
@@ -167,7 +142,7 @@ static void reassign_decode(const struct store_call *c, const struct store_statu
 {
     struct store_status s = *st;
     struct store_text from = {NULL, 0};
-    if (!parsed(c, &s, reply, from_parse, &from) || from.len == 0)
+    if (!store_parsed(c, &s, reply, from_parse, &from) || from.len == 0)
         from = (struct store_text){NULL, 0};
     ((store_reassign_cb *)c->cb)(c->priv, &s, from.str, from.len);
 }
@@ -176,7 +151,7 @@ int store_reassign(struct store_queue *sq, const char *job, const char *group,
                    store_reassign_cb *cb, void *priv)
 {
     const char *argv[] = {job, group};
-    return store_send(sq, SCRIPT_REASSIGN, 2, argv, NULL, reassign_decode, CB(cb), priv, 0);
+    return store_send(sq, SCRIPT_REASSIGN, 2, argv, NULL, reassign_decode, STORE_CB(cb), priv, 0);
 }
 
 /* drain returns {drained, remaining}. */
@@ -185,7 +160,7 @@ static int drained_parse(const redisReply *r, void *out)
     struct store_drained *d = out;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || !elem_count(r, 0, &d->drained) ||
         !elem_count(r, 1, &d->left))
-        return PARSE_SHAPE;
+        return STORE_SHAPE;
     return 0;
 }
 
@@ -194,7 +169,7 @@ static void drain_decode(const struct store_call *c, const struct store_status *
 {
     struct store_status s = *st;
     struct store_drained res;
-    bool ok = parsed(c, &s, reply, drained_parse, &res);
+    bool ok = store_parsed(c, &s, reply, drained_parse, &res);
     ((store_drain_cb *)c->cb)(c->priv, &s, ok ? &res : NULL);
 }
 
@@ -203,7 +178,7 @@ int store_drain(struct store_queue *sq, const char *group, uint64_t max, store_d
 {
     char num[24];
     const char *argv[] = {group, store_num(num, (long long)max)};
-    return store_send(sq, SCRIPT_DRAIN, 2, argv, NULL, drain_decode, CB(cb), priv, 0);
+    return store_send(sq, SCRIPT_DRAIN, 2, argv, NULL, drain_decode, STORE_CB(cb), priv, 0);
 }
 
 /* --- reads ----------------------------------------------------------------- */
@@ -212,7 +187,7 @@ int store_drain(struct store_queue *sq, const char *group, uint64_t max, store_d
 static int count_parse(const redisReply *r, void *out)
 {
     if (r->type != REDIS_REPLY_INTEGER || r->integer < 0)
-        return PARSE_SHAPE;
+        return STORE_SHAPE;
     *(uint64_t *)out = (uint64_t)r->integer;
     return 0;
 }
@@ -222,14 +197,14 @@ static void count_decode(const struct store_call *c, const struct store_status *
 {
     struct store_status s = *st;
     uint64_t n = 0;
-    parsed(c, &s, reply, count_parse, &n);
+    store_parsed(c, &s, reply, count_parse, &n);
     ((store_count_cb *)c->cb)(c->priv, &s, n);
 }
 
 int store_depth(struct store_queue *sq, const char *group, store_count_cb *cb, void *priv)
 {
     const char *argv[] = {group};
-    return store_send(sq, SCRIPT_DEPTH, 1, argv, NULL, count_decode, CB(cb), priv, 0);
+    return store_send(sq, SCRIPT_DEPTH, 1, argv, NULL, count_decode, STORE_CB(cb), priv, 0);
 }
 
 /* stats returns its eight totals, in the struct's order. */
@@ -239,10 +214,10 @@ static int stats_parse(const redisReply *r, void *out)
     uint64_t *f[] = {&t->pending, &t->active, &t->delayed, &t->dead,
                      &t->ring,    &t->groups, &t->paused,  &t->flat};
     if (r->type != REDIS_REPLY_ARRAY || r->elements != sizeof(f) / sizeof(f[0]))
-        return PARSE_SHAPE;
+        return STORE_SHAPE;
     for (size_t i = 0; i < r->elements; i++)
         if (!elem_count(r, i, f[i]))
-            return PARSE_SHAPE;
+            return STORE_SHAPE;
     return 0;
 }
 
@@ -251,13 +226,13 @@ static void stats_decode(const struct store_call *c, const struct store_status *
 {
     struct store_status s = *st;
     struct store_stats res;
-    bool ok = parsed(c, &s, reply, stats_parse, &res);
+    bool ok = store_parsed(c, &s, reply, stats_parse, &res);
     ((store_stats_cb *)c->cb)(c->priv, &s, ok ? &res : NULL);
 }
 
 int store_stats(struct store_queue *sq, store_stats_cb *cb, void *priv)
 {
-    return store_send(sq, SCRIPT_STATS, 0, NULL, NULL, stats_decode, CB(cb), priv, 0);
+    return store_send(sq, SCRIPT_STATS, 0, NULL, NULL, stats_decode, STORE_CB(cb), priv, 0);
 }
 
 /* groups returns {cursor, then per group: name, depth, active, limit (-1 =
@@ -286,7 +261,7 @@ static int groups_parse(const redisReply *r, void *out)
     struct store_text cursor;
     void *rows = NULL;
     if (r->type != REDIS_REPLY_ARRAY || !elem_text(r, 0, &cursor))
-        return PARSE_SHAPE;
+        return STORE_SHAPE;
     int rc = rows_parse(r, 1, GROUP_FIELDS, sizeof(struct store_group_row), group_row, NULL, &rows,
                         &page->n);
     page->cursor = cursor.str;
@@ -299,7 +274,7 @@ static void groups_decode(const struct store_call *c, const struct store_status 
 {
     struct store_status s = *st;
     struct store_groups res;
-    bool ok = parsed(c, &s, reply, groups_parse, &res);
+    bool ok = store_parsed(c, &s, reply, groups_parse, &res);
     ((store_groups_cb *)c->cb)(c->priv, &s, ok ? &res : NULL);
     if (ok)
         free((void *)res.rows);
@@ -310,7 +285,7 @@ int store_groups(struct store_queue *sq, const char *cursor, uint64_t count, sto
 {
     char num[24];
     const char *argv[] = {cursor, store_num(num, (long long)count)};
-    return store_send(sq, SCRIPT_GROUPS, 2, argv, NULL, groups_decode, CB(cb), priv, 0);
+    return store_send(sq, SCRIPT_GROUPS, 2, argv, NULL, groups_decode, STORE_CB(cb), priv, 0);
 }
 
 /* job returns the row as HGETALL does: field, value, ... (none: no row).
@@ -389,7 +364,7 @@ static void row_decode(const struct store_call *c, const struct store_status *st
 {
     struct store_status s = *st;
     struct store_row res;
-    bool ok = parsed(c, &s, reply, row_parse, &res);
+    bool ok = store_parsed(c, &s, reply, row_parse, &res);
     if (ok && res.nfields == 0) {
         s = (struct store_status){WIRE_ENOJOB,
                                   "no such job (never enqueued, or expired after completion)"};
@@ -404,7 +379,7 @@ static void row_decode(const struct store_call *c, const struct store_status *st
 int store_job_row(struct store_queue *sq, const char *job, store_row_cb *cb, void *priv)
 {
     const char *argv[] = {job};
-    return store_send(sq, SCRIPT_JOB, 1, argv, NULL, row_decode, CB(cb), priv, 0);
+    return store_send(sq, SCRIPT_JOB, 1, argv, NULL, row_decode, STORE_CB(cb), priv, 0);
 }
 
 /* dead's list returns {id, group, attempts, error, died_ms, ...}. */
@@ -441,7 +416,7 @@ static void dead_decode(const struct store_call *c, const struct store_status *s
 {
     struct store_status s = *st;
     struct dead_list res = {0, NULL};
-    if (!parsed(c, &s, reply, dead_parse, &res))
+    if (!store_parsed(c, &s, reply, dead_parse, &res))
         res = (struct dead_list){0, NULL};
     ((store_dead_cb *)c->cb)(c->priv, &s, res.n, res.rows);
     free(res.rows);
@@ -458,19 +433,19 @@ static int dead_send(struct store_queue *sq, const char *action, const char *job
 int store_dead_list(struct store_queue *sq, const char *job, uint64_t limit, store_dead_cb *cb,
                     void *priv)
 {
-    return dead_send(sq, "list", job, limit, dead_decode, CB(cb), priv);
+    return dead_send(sq, "list", job, limit, dead_decode, STORE_CB(cb), priv);
 }
 
 int store_dead_retry(struct store_queue *sq, const char *job, uint64_t limit, store_count_cb *cb,
                      void *priv)
 {
-    return dead_send(sq, "retry", job, limit, count_decode, CB(cb), priv);
+    return dead_send(sq, "retry", job, limit, count_decode, STORE_CB(cb), priv);
 }
 
 int store_dead_purge(struct store_queue *sq, const char *job, uint64_t limit, store_count_cb *cb,
                      void *priv)
 {
-    return dead_send(sq, "purge", job, limit, count_decode, CB(cb), priv);
+    return dead_send(sq, "purge", job, limit, count_decode, STORE_CB(cb), priv);
 }
 
 /* check returns its violations, each a string; the registry's SMEMBERS
@@ -504,7 +479,7 @@ static void check_decode(const struct store_call *c, const struct store_status *
 {
     struct store_status s = *st;
     struct text_list res = {0, NULL, NULL};
-    if (!parsed(c, &s, reply, texts_parse, &res))
+    if (!store_parsed(c, &s, reply, texts_parse, &res))
         res = (struct text_list){0, NULL, NULL};
     ((store_check_cb *)c->cb)(c->priv, &s, res.n, res.v);
     free(res.v);
@@ -512,7 +487,7 @@ static void check_decode(const struct store_call *c, const struct store_status *
 
 int store_check(struct store_queue *sq, store_check_cb *cb, void *priv)
 {
-    return store_send(sq, SCRIPT_CHECK, 0, NULL, NULL, check_decode, CB(cb), priv, 0);
+    return store_send(sq, SCRIPT_CHECK, 0, NULL, NULL, check_decode, STORE_CB(cb), priv, 0);
 }
 
 /* --- the queue registry: plain commands ------------------------------------ */
@@ -523,10 +498,10 @@ static void queues_decode(const struct store_call *cc, const struct store_status
     struct store_status s = *st;
     struct text_list res = {0, NULL, brand_queue_valid};
     int rc = s.code == 0 ? texts_parse(reply, &res) : 0;
-    if (rc == PARSE_SHAPE) {
+    if (rc == STORE_SHAPE) {
         store_unexpected(cc, reply, &s);
     } else if (rc != 0) {
-        s = out_of_memory;
+        s = store_oom;
     }
     if (s.code != 0)
         res = (struct text_list){0, NULL, NULL};
@@ -537,7 +512,7 @@ static void queues_decode(const struct store_call *cc, const struct store_status
 int store_queues_list(struct pool *p, store_queues_cb *cb, void *priv)
 {
     const char *argv[] = {"SMEMBERS", STORE_QUEUES_KEY};
-    return store_send_command(p, 2, argv, NULL, queues_decode, CB(cb), priv);
+    return store_send_command(p, 2, argv, NULL, queues_decode, STORE_CB(cb), priv);
 }
 
 static void ignore_cb(void *priv, int status, redisReply *reply)

@@ -42,29 +42,30 @@ static bool job_decode(redisReply *const *f, bool with_wait, struct store_job *j
 
 /* --- enqueue --------------------------------------------------------- */
 
+/* 1 enqueued, 0 duplicate, or {1, deadline, five job fields}: handed off. */
+static int enqueued_parse(const redisReply *r, void *out)
+{
+    struct store_enqueued *res = out;
+    *res = (struct store_enqueued){0};
+    if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1)) {
+        res->enqueued = r->integer == 1;
+        return 0;
+    }
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 + JOB_FIELDS &&
+        store_int(r->element[1], &res->deadline) && job_decode(r->element + 2, false, &res->job)) {
+        res->enqueued = res->handed_off = true;
+        return 0;
+    }
+    return STORE_SHAPE;
+}
+
 static void enqueue_decode(const struct store_call *c, const struct store_status *st,
                            const redisReply *r)
 {
-    store_enqueue_cb *cb = (store_enqueue_cb *)c->cb;
-    struct store_status bad;
-    if (st->code != 0) {
-        cb(c->priv, st, NULL);
-        return;
-    }
-    /* 1 enqueued, 0 duplicate, or {1, deadline, five job fields}: handed off. */
-    struct store_enqueued res = {0};
-    if (r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1)) {
-        res.enqueued = r->integer == 1;
-    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 + JOB_FIELDS &&
-               store_int(r->element[1], &res.deadline) &&
-               job_decode(r->element + 2, false, &res.job)) {
-        res.enqueued = res.handed_off = true;
-    } else {
-        store_unexpected(c, r, &bad);
-        cb(c->priv, &bad, NULL);
-        return;
-    }
-    cb(c->priv, &store_ok, &res);
+    struct store_status s = *st;
+    struct store_enqueued res;
+    bool ok = store_parsed(c, &s, r, enqueued_parse, &res);
+    ((store_enqueue_cb *)c->cb)(c->priv, &s, ok ? &res : NULL);
 }
 
 int store_enqueue(struct store_queue *sq, const struct store_enqueue_args *a, store_enqueue_cb *cb,
@@ -81,7 +82,7 @@ int store_enqueue(struct store_queue *sq, const struct store_enqueue_args *a, st
                      strlen(delay),  strlen(max),      strlen(hand)};
     /* Without a hand-off the argument is left out, as the script allows. */
     return store_send(sq, SCRIPT_ENQUEUE, a->handoff_ms ? 6 : 5, argv, lens, enqueue_decode,
-                      (void (*)(void))cb, priv, 0);
+                      STORE_CB(cb), priv, 0);
 }
 
 /* --- claim ------------------------------------------------------------- */
@@ -90,41 +91,40 @@ int store_enqueue(struct store_queue *sq, const struct store_enqueue_args *a, st
  * takes up to 1000) allocates. */
 #define CLAIM_STACK 64
 
+/* A claim reply decoded: res, its jobs in stack or heap (freed by the
+ * decoder); max, the most jobs the call asked for. */
+struct claimed {
+    struct store_leased res;
+    struct store_job stack[CLAIM_STACK], *heap;
+    size_t max;
+};
+
+static int claimed_parse(const redisReply *r, void *out)
+{
+    struct claimed *o = out;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || (r->elements - 1) % CLAIM_FIELDS != 0 ||
+        (r->elements - 1) / CLAIM_FIELDS > o->max || !store_int(r->element[0], &o->res.deadline))
+        return STORE_SHAPE;
+    size_t n = (r->elements - 1) / CLAIM_FIELDS;
+    struct store_job *jobs = o->stack;
+    if (n > CLAIM_STACK && (jobs = o->heap = malloc(n * sizeof(*jobs))) == NULL)
+        return -ENOMEM; /* the jobs stay leased at Redis and come back when it expires */
+    for (size_t i = 0; i < n; i++)
+        if (!job_decode(r->element + 1 + CLAIM_FIELDS * i, true, &jobs[i]))
+            return STORE_SHAPE;
+    o->res.n = n;
+    o->res.jobs = jobs;
+    return 0;
+}
+
 static void claim_decode(const struct store_call *c, const struct store_status *st,
                          const redisReply *r)
 {
-    store_claim_cb *cb = (store_claim_cb *)c->cb;
-    struct store_status bad;
-    if (st->code != 0) {
-        cb(c->priv, st, NULL);
-        return;
-    }
-    struct store_leased res = {0};
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || (r->elements - 1) % CLAIM_FIELDS != 0 ||
-        (r->elements - 1) / CLAIM_FIELDS > c->n || !store_int(r->element[0], &res.deadline)) {
-        store_unexpected(c, r, &bad);
-        cb(c->priv, &bad, NULL);
-        return;
-    }
-    res.n = (r->elements - 1) / CLAIM_FIELDS;
-    struct store_job stack[CLAIM_STACK];
-    struct store_job *jobs = res.n <= CLAIM_STACK ? stack : malloc(res.n * sizeof(*jobs));
-    bool ok = jobs != NULL;
-    for (size_t i = 0; ok && i < res.n; i++)
-        ok = job_decode(r->element + 1 + CLAIM_FIELDS * i, true, &jobs[i]);
-    if (!ok) {
-        /* The jobs stay leased at Redis and come back when it expires. */
-        if (jobs == NULL)
-            bad = (struct store_status){WIRE_EINTERNAL, "out of memory"};
-        else
-            store_unexpected(c, r, &bad);
-        cb(c->priv, &bad, NULL);
-    } else {
-        res.jobs = jobs;
-        cb(c->priv, &store_ok, &res);
-    }
-    if (jobs != stack)
-        free(jobs);
+    struct store_status s = *st;
+    struct claimed o = {.max = c->n};
+    bool ok = store_parsed(c, &s, r, claimed_parse, &o);
+    ((store_claim_cb *)c->cb)(c->priv, &s, ok ? &o.res : NULL);
+    free(o.heap);
 }
 
 int store_claim(struct store_queue *sq, bool flat, size_t n, uint64_t lease_ms, size_t max_bytes,
@@ -135,7 +135,7 @@ int store_claim(struct store_queue *sq, bool flat, size_t n, uint64_t lease_ms, 
                           "1", /* with each job's wait */
                           store_num(bs, (long long)max_bytes)};
     return store_send(sq, flat ? SCRIPT_CLAIM_FLAT : SCRIPT_CLAIM, 4, argv, NULL, claim_decode,
-                      (void (*)(void))cb, priv, n);
+                      STORE_CB(cb), priv, n);
 }
 
 /* --- settling ---------------------------------------------------------- */
@@ -164,36 +164,35 @@ static bool outcome_of(const redisReply *e, enum store_outcome *o)
 
 #define OUTCOMES_STACK 64
 
+/* A settling reply decoded: one outcome per pair sent (n), in stack or
+ * heap (freed by the decoder). */
+struct outcomes {
+    size_t n;
+    enum store_outcome stack[OUTCOMES_STACK], *heap, *each;
+};
+
+static int outcomes_parse(const redisReply *r, void *out)
+{
+    struct outcomes *o = out;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != o->n)
+        return STORE_SHAPE;
+    o->each = o->stack;
+    if (o->n > OUTCOMES_STACK && (o->each = o->heap = malloc(o->n * sizeof(*o->each))) == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < o->n; i++)
+        if (!outcome_of(r->element[i], &o->each[i]))
+            return STORE_SHAPE;
+    return 0;
+}
+
 static void outcomes_decode(const struct store_call *c, const struct store_status *st,
                             const redisReply *r)
 {
-    store_outcomes_cb *cb = (store_outcomes_cb *)c->cb;
-    struct store_status bad;
-    if (st->code != 0) {
-        cb(c->priv, st, 0, NULL);
-        return;
-    }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != c->n) {
-        store_unexpected(c, r, &bad);
-        cb(c->priv, &bad, 0, NULL);
-        return;
-    }
-    enum store_outcome stack[OUTCOMES_STACK];
-    enum store_outcome *each = c->n <= OUTCOMES_STACK ? stack : malloc(c->n * sizeof(*each));
-    bool ok = each != NULL;
-    for (size_t i = 0; ok && i < c->n; i++)
-        ok = outcome_of(r->element[i], &each[i]);
-    if (ok) {
-        cb(c->priv, &store_ok, c->n, each);
-    } else {
-        if (each == NULL)
-            bad = (struct store_status){WIRE_EINTERNAL, "out of memory"};
-        else
-            store_unexpected(c, r, &bad);
-        cb(c->priv, &bad, 0, NULL);
-    }
-    if (each != stack)
-        free(each);
+    struct store_status s = *st;
+    struct outcomes o = {.n = c->n};
+    bool ok = store_parsed(c, &s, r, outcomes_parse, &o);
+    ((store_outcomes_cb *)c->cb)(c->priv, &s, ok ? o.n : 0, ok ? o.each : NULL);
+    free(o.heap);
 }
 
 /* Send a script whose ARGV is head[0..nhead) then the n pairs. */
@@ -211,8 +210,8 @@ static int send_pairs(struct store_queue *sq, enum script_id id, size_t nhead, c
         argv[nhead + 2 * i + 1] = pairs[i].lease;
     }
     /* The pool copies the arguments: argv may go now. */
-    int rc = store_send(sq, id, (int)(nhead + 2 * n), argv, NULL, outcomes_decode,
-                        (void (*)(void))cb, priv, n);
+    int rc = store_send(sq, id, (int)(nhead + 2 * n), argv, NULL, outcomes_decode, STORE_CB(cb),
+                        priv, n);
     free(argv);
     return rc;
 }
@@ -232,22 +231,23 @@ int store_release(struct store_queue *sq, const char *reason, bool delivered, si
     return send_pairs(sq, SCRIPT_RELEASE, 2, head, n, pairs, cb, priv);
 }
 
+/* fail answers the job's new state. */
+static int failed_parse(const redisReply *r, void *out)
+{
+    enum store_outcome *o = out;
+    return outcome_of(r, o) && (*o == STORE_PENDING || *o == STORE_DELAYED || *o == STORE_DEAD)
+               ? 0
+               : STORE_SHAPE;
+}
+
 static void fail_decode(const struct store_call *c, const struct store_status *st,
                         const redisReply *r)
 {
-    store_fail_cb *cb = (store_fail_cb *)c->cb;
-    struct store_status bad;
+    struct store_status s = *st;
     enum store_outcome o = STORE_ENOJOB;
-    if (st->code != 0) {
-        cb(c->priv, st, o);
-        return;
-    }
-    if (!outcome_of(r, &o) || (o != STORE_PENDING && o != STORE_DELAYED && o != STORE_DEAD)) {
-        store_unexpected(c, r, &bad);
-        cb(c->priv, &bad, STORE_ENOJOB);
-        return;
-    }
-    cb(c->priv, &store_ok, o);
+    if (!store_parsed(c, &s, r, failed_parse, &o))
+        o = STORE_ENOJOB;
+    ((store_fail_cb *)c->cb)(c->priv, &s, o);
 }
 
 int store_fail(struct store_queue *sq, const struct store_fail_args *a, store_fail_cb *cb,
@@ -256,23 +256,23 @@ int store_fail(struct store_queue *sq, const struct store_fail_args *a, store_fa
     char retry[24];
     const char *argv[] = {a->job, a->lease, a->error, store_num(retry, a->retry_ms),
                           a->dead ? "1" : "0"};
-    return store_send(sq, SCRIPT_FAIL, 5, argv, NULL, fail_decode, (void (*)(void))cb, priv, 0);
+    return store_send(sq, SCRIPT_FAIL, 5, argv, NULL, fail_decode, STORE_CB(cb), priv, 0);
+}
+
+/* extend answers the new deadline. */
+static int until_parse(const redisReply *r, void *out)
+{
+    return store_int(r, out) ? 0 : STORE_SHAPE;
 }
 
 static void extend_decode(const struct store_call *c, const struct store_status *st,
                           const redisReply *r)
 {
-    store_extend_cb *cb = (store_extend_cb *)c->cb;
-    struct store_status bad;
+    struct store_status s = *st;
     long long until = 0;
-    if (st->code != 0) {
-        cb(c->priv, st, 0);
-    } else if (!store_int(r, &until)) {
-        store_unexpected(c, r, &bad);
-        cb(c->priv, &bad, 0);
-    } else {
-        cb(c->priv, &store_ok, until);
-    }
+    if (!store_parsed(c, &s, r, until_parse, &until))
+        until = 0;
+    ((store_extend_cb *)c->cb)(c->priv, &s, until);
 }
 
 int store_extend(struct store_queue *sq, const char *job, const char *lease, uint64_t lease_ms,
@@ -280,47 +280,49 @@ int store_extend(struct store_queue *sq, const char *job, const char *lease, uin
 {
     char ms[24];
     const char *argv[] = {job, lease, store_num(ms, (long long)lease_ms)};
-    return store_send(sq, SCRIPT_EXTEND, 3, argv, NULL, extend_decode, (void (*)(void))cb, priv, 0);
+    return store_send(sq, SCRIPT_EXTEND, 3, argv, NULL, extend_decode, STORE_CB(cb), priv, 0);
 }
 
 /* --- upkeep ------------------------------------------------------------- */
 
 /* reap and promote answer {done, ms until the next is due or -1};
  * reap_group the number reaped alone. */
+struct upkept {
+    long long done, next;
+};
+
+static int upkept_parse(const redisReply *r, void *out)
+{
+    struct upkept *u = out;
+    bool ok = r->type == REDIS_REPLY_ARRAY
+                  ? r->elements == 2 && store_int(r->element[0], &u->done) &&
+                        store_int(r->element[1], &u->next)
+                  : store_int(r, &u->done);
+    return ok && u->done >= 0 ? 0 : STORE_SHAPE;
+}
+
 static void upkeep_decode(const struct store_call *c, const struct store_status *st,
                           const redisReply *r)
 {
-    store_upkeep_cb *cb = (store_upkeep_cb *)c->cb;
-    struct store_status bad;
-    long long done = 0, next = -1;
-    if (st->code != 0) {
-        cb(c->priv, st, 0, -1);
-        return;
-    }
-    bool ok = r->type == REDIS_REPLY_ARRAY ? r->elements == 2 && store_int(r->element[0], &done) &&
-                                                 store_int(r->element[1], &next)
-                                           : store_int(r, &done);
-    if (!ok || done < 0) {
-        store_unexpected(c, r, &bad);
-        cb(c->priv, &bad, 0, -1);
-        return;
-    }
-    cb(c->priv, &store_ok, (uint64_t)done, next);
+    struct store_status s = *st;
+    struct upkept u = {0, -1};
+    if (!store_parsed(c, &s, r, upkept_parse, &u))
+        u = (struct upkept){0, -1};
+    ((store_upkeep_cb *)c->cb)(c->priv, &s, (uint64_t)u.done, u.next);
 }
 
 int store_reap(struct store_queue *sq, uint64_t max, store_upkeep_cb *cb, void *priv)
 {
     char m[24];
     const char *argv[] = {store_num(m, (long long)max)};
-    return store_send(sq, SCRIPT_REAP, 1, argv, NULL, upkeep_decode, (void (*)(void))cb, priv, 0);
+    return store_send(sq, SCRIPT_REAP, 1, argv, NULL, upkeep_decode, STORE_CB(cb), priv, 0);
 }
 
 int store_promote(struct store_queue *sq, uint64_t max, store_upkeep_cb *cb, void *priv)
 {
     char m[24];
     const char *argv[] = {store_num(m, (long long)max)};
-    return store_send(sq, SCRIPT_PROMOTE, 1, argv, NULL, upkeep_decode, (void (*)(void))cb, priv,
-                      0);
+    return store_send(sq, SCRIPT_PROMOTE, 1, argv, NULL, upkeep_decode, STORE_CB(cb), priv, 0);
 }
 
 int store_reap_group(struct store_queue *sq, const char *group, uint64_t max, store_upkeep_cb *cb,
@@ -328,6 +330,5 @@ int store_reap_group(struct store_queue *sq, const char *group, uint64_t max, st
 {
     char m[24];
     const char *argv[] = {group, store_num(m, (long long)max)};
-    return store_send(sq, SCRIPT_REAP_GROUP, 2, argv, NULL, upkeep_decode, (void (*)(void))cb, priv,
-                      0);
+    return store_send(sq, SCRIPT_REAP_GROUP, 2, argv, NULL, upkeep_decode, STORE_CB(cb), priv, 0);
 }

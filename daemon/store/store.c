@@ -13,6 +13,7 @@
 #include "store_internal.h"
 
 const struct store_status store_ok = {0, ""};
+const struct store_status store_oom = {WIRE_EINTERNAL, "out of memory"};
 
 int store_queue_init(struct store_queue *sq, struct pool *p, const char *name, size_t len)
 {
@@ -90,6 +91,19 @@ static void backend_error_log(enum log_level level, const char *msg, const struc
               log_quote(error, q, sizeof(q)), (unsigned long long)kinds[k].skipped);
     kinds[k].last_ms = now;
     kinds[k].skipped = 0;
+}
+
+bool store_parsed(const struct store_call *c, struct store_status *s, const redisReply *reply,
+                  store_parse_fn *parse, void *out)
+{
+    if (s->code != 0)
+        return false;
+    int rc = parse(reply, out);
+    if (rc == STORE_SHAPE)
+        store_unexpected(c, reply, s);
+    else if (rc != 0)
+        *s = store_oom;
+    return rc == 0;
 }
 
 static void reply_cb(void *priv, int status, redisReply *reply)

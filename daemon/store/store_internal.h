@@ -40,8 +40,23 @@ int store_send_command(struct pool *p, int argc, const char **argv, const size_t
  * with WIRE_EINTERNAL for the callback. */
 void store_unexpected(const struct store_call *c, const redisReply *reply, struct store_status *st);
 
-/* A successful status (code 0, message ""). */
-extern const struct store_status store_ok;
+/* A successful status (code 0, message ""), and the one for a result
+ * that could not be built. */
+extern const struct store_status store_ok, store_oom;
+
+/* A decoder's parser: fill out from a non-error reply. 0, STORE_SHAPE (a
+ * shape the script never returns) or -ENOMEM. */
+enum { STORE_SHAPE = 1 };
+typedef int store_parse_fn(const redisReply *reply, void *out);
+
+/* For a decoder: when the call ended well (*s code 0), parse its reply
+ * into out; true when out is valid for the callback. Otherwise *s says
+ * why (the call's own failure, store_unexpected, or store_oom). */
+bool store_parsed(const struct store_call *c, struct store_status *s, const redisReply *reply,
+                  store_parse_fn *parse, void *out);
+
+/* A typed callback as store_call keeps it. */
+#define STORE_CB(f) ((void (*)(void))(f))
 
 /* Decimal text of v into buf (24 bytes suffice). Returns buf. */
 const char *store_num(char buf[24], long long v);
