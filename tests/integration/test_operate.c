@@ -847,10 +847,11 @@ Test(operate, an_open_file_limit_below_max_clients_is_warned_about)
 }
 
 /* With a token, a connection gets auth-timeout-ms to say hello, pings or
- * not; one that said hello in time stays open past it. */
+ * not; one that said hello in time stays open past it. (2 s, so that even
+ * a slow machine says hello on the first connection well within it.) */
 Test(operate, a_connection_that_does_not_say_hello_is_closed_in_time)
 {
-    const char *const extra[] = {"--token", "sesame", "--auth-timeout-ms", "300", NULL};
+    const char *const extra[] = {"--token", "sesame", "--auth-timeout-ms", "2000", NULL};
     start_logged(extra);
     await_log("msg=ready");
     struct tc_conn *in = fx_conn();
