@@ -96,7 +96,7 @@ static void req_finish(struct pool_req *r, redisReply *reply)
     free(r);
 }
 
-static struct pool_conn *pool_pick(struct pool *p)
+struct pool_conn *pool_pick(struct pool *p)
 {
     for (int i = 0; i < p->size && p->ready > 0; i++) {
         int at = (p->cursor + i) % p->size;
@@ -240,7 +240,9 @@ static void req_reply_cb(redisAsyncContext *ac, void *rep, void *privdata)
     req_unlink(r);
     if (reply == NULL) {
         /* hiredis is freeing the context: take it out of rotation before
-         * the caller's callback can submit again. */
+         * the caller's callback can submit again. r was written and never
+         * answered: the loss is counted before its callback runs. */
+        pool_fence_note(c, true);
         pool_conn_gone(c, ac, "connection lost");
     } else if (r->script >= 0 && !r->resent && reply->type == REDIS_REPLY_ERROR &&
                strncmp(reply->str, "NOSCRIPT", 8) == 0) {
@@ -344,6 +346,25 @@ int pool_script(struct pool *p, struct pool_route *rt, enum script_id id, const 
     return 0;
 }
 
+/* A plain command as a request of p, formatted here rather than by
+ * hiredis so that it can wait on a held connection like any script call.
+ * NULL when out of memory. */
+static struct pool_req *req_new_command(struct pool *p, int argc, const char **argv,
+                                        const size_t *lens, pool_reply_cb *cb, void *priv)
+{
+    size_t len = 1 + resp_digits((size_t)argc) + 2;
+    for (int i = 0; i < argc; i++)
+        len += resp_arg_len(arg_len(argv, lens, i));
+    struct pool_req *r = malloc(sizeof(*r) + len);
+    if (r == NULL)
+        return NULL;
+    *r = (struct pool_req){.pool = p, .cb = cb, .priv = priv, .script = -1, .len = len};
+    char *w = resp_put_num(r->cmd, '*', (size_t)argc);
+    for (int i = 0; i < argc; i++)
+        w = resp_put_arg(w, argv[i], arg_len(argv, lens, i));
+    return r;
+}
+
 int pool_command(struct pool *p, struct pool_route *rt, int argc, const char **argv,
                  const size_t *lens, pool_reply_cb *cb, void *priv)
 {
@@ -352,20 +373,28 @@ int pool_command(struct pool *p, struct pool_route *rt, int argc, const char **a
         return err;
     if (argc < 1)
         return -EINVAL;
-
-    /* Formatted here rather than by hiredis, so that it can wait on a
-     * held connection like any script call. */
-    size_t len = 1 + resp_digits((size_t)argc) + 2;
-    for (int i = 0; i < argc; i++)
-        len += resp_arg_len(arg_len(argv, lens, i));
-    struct pool_req *r = malloc(sizeof(*r) + len);
+    struct pool_req *r = req_new_command(p, argc, argv, lens, cb, priv);
     if (r == NULL)
         return -ENOMEM;
-    *r = (struct pool_req){.pool = p, .cb = cb, .priv = priv, .script = -1, .len = len};
-    char *w = resp_put_num(r->cmd, '*', (size_t)argc);
-    for (int i = 0; i < argc; i++)
-        w = resp_put_arg(w, argv[i], arg_len(argv, lens, i));
     req_submit(p, rt, r);
+    return 0;
+}
+
+int pool_command_on(struct pool_conn *c, int argc, const char **argv, const size_t *lens,
+                    pool_reply_cb *cb, void *priv)
+{
+    struct pool *p = c->pool;
+    struct pool_req *r = req_new_command(p, argc, argv, lens, cb, priv);
+    if (r == NULL)
+        return -ENOMEM;
+    p->stats.requests++;
+    p->stats.inflight++;
+    if (c->holding) {
+        r->conn = c;
+        list_append(&c->held, r);
+    } else if (req_write(c, r) != 0) {
+        req_fail_later(p, r);
+    }
     return 0;
 }
 
@@ -454,6 +483,7 @@ void pool_maybe_done(struct pool *p)
         p->subs = s->next;
         free(s);
     }
+    pool_fence_free_all(p);
     free(p->conns);
     free(p->host);
     free(p->unix_path);
@@ -500,6 +530,8 @@ static void pool_idle_cb(uv_idle_t *h)
         return;
     }
     pool_fail_queued(p);
+    if (p->fences != NULL)
+        pool_fence_kick(p);
     bool up = p->ready > 0;
     if (up != p->notified_up && !p->closing) {
         p->notified_up = up;

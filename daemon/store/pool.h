@@ -80,6 +80,7 @@ struct pool_stats {
     uint64_t reconnects; /* connection attempts after each connection's first */
     uint64_t recovered;  /* connections ready again after having been ready and lost */
     uint64_t noscript;   /* script calls resent as EVAL after NOSCRIPT */
+    uint64_t fenced;     /* lost connections fenced with CLIENT KILL (pool_fenced) */
     int connected;       /* ready command connections */
     int size;            /* command connections configured */
     uint64_t inflight;   /* accepted requests whose callback has not run yet */
@@ -136,6 +137,21 @@ void pool_on_state(struct pool *p, void (*cb)(void *priv, bool up), void *priv);
 
 /* True when at least one command connection is ready. */
 bool pool_up(const struct pool *p);
+
+/* Connections lost with requests written and unanswered, so far. A
+ * request whose callback saw POOL_EUNAVAILABLE may have run at Redis
+ * anyway, and may even run later: a lost connection's commands can still
+ * be in Redis's socket buffer (a stalled server) or in a proxy. Read this
+ * in that callback and, before relying on what Redis holds now (to undo
+ * what the request may have done), wait for pool_fenced of it. */
+uint64_t pool_losses(const struct pool *p);
+
+/* True once every connection lost up to loss number epoch is fenced:
+ * CLIENT KILL removed that client at Redis (or Redis said it was gone, or
+ * the server has restarted since), so nothing it had been sent runs after
+ * now. A server that refuses CLIENT KILL (an ACL) counts as fenced, with
+ * a warning in the log: then it is best effort. */
+bool pool_fenced(const struct pool *p, uint64_t epoch);
 
 /* Fill out with the pool's counters. */
 void pool_stats(const struct pool *p, struct pool_stats *out);

@@ -329,6 +329,7 @@ void pool_conn_gone(struct pool_conn *c, const redisAsyncContext *ac, const char
 {
     if (c->ac != ac || ac == NULL)
         return;
+    pool_fence_note(c, false);
     pool_set_error(c->pool, what, ac->errstr[0] != '\0' ? ac->errstr : "closed");
     conn_down(c);
 }
@@ -339,7 +340,9 @@ void pool_conn_kill(struct pool_conn *c)
 {
     redisAsyncContext *ac = c->ac;
 
-    /* Out of rotation before the callbacks run, so none resubmits here. */
+    /* Out of rotation before the callbacks run, so none resubmits here;
+     * the loss counted before they see it. */
+    pool_fence_note(c, false);
     conn_set_state(c, CONN_FAILING);
     c->ac = NULL;
     if (ac != NULL) {
@@ -373,7 +376,10 @@ static void conn_ready(struct pool_conn *c)
     if (c->was_ready)
         p->stats.recovered++;
     c->was_ready = true;
+    c->loss_noted = false;
     conn_set_state(c, CONN_READY);
+    if (!c->pubsub)
+        pool_fence_kick(p);
     if (c->pubsub)
         for (struct pool_sub *s = p->subs; s != NULL && c->state == CONN_READY; s = s->next)
             pool_sub_send(c, s);
@@ -404,7 +410,40 @@ static void conn_disconnect_cb(const redisAsyncContext *ac, int status)
     pool_conn_gone(c, ac, "connection lost");
 }
 
-/* One setup reply: AUTH, SELECT, then one SCRIPT LOAD per script. */
+/* The run_id line of an INFO server reply, into out (41 bytes); "" if
+ * none. */
+static void run_id_parse(const redisReply *reply, char out[41])
+{
+    out[0] = '\0';
+    if (reply->type != REDIS_REPLY_STRING && reply->type != REDIS_REPLY_STATUS)
+        return;
+    const char *at = strstr(reply->str, "run_id:");
+    if (at == NULL)
+        return;
+    at += 7;
+    size_t n = strspn(at, "0123456789abcdef");
+    if (n == 40) {
+        memcpy(out, at, 40);
+        out[40] = '\0';
+    }
+}
+
+/* The replies to CLIENT ID and INFO server: who c is at Redis. A server
+ * that refuses either (an ACL) leaves c unfenceable, not unusable. */
+static void setup_identity(struct pool_conn *c, int step, const redisReply *reply)
+{
+    if (step == c->step_client_id)
+        c->client_id = reply->type == REDIS_REPLY_INTEGER ? reply->integer : 0;
+    else
+        run_id_parse(reply, c->run_id);
+    if (reply->type == REDIS_REPLY_ERROR)
+        log_event(LOG_WARN, "redis refused a setup command: lost connections cannot be fenced",
+                  "command=%s error=%s", step == c->step_client_id ? "CLIENT ID" : "INFO server",
+                  reply->str);
+}
+
+/* One setup reply: AUTH, SELECT, CLIENT ID, INFO server, then one SCRIPT
+ * LOAD per script. */
 static void setup_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
     struct pool_conn *c = privdata;
@@ -419,7 +458,9 @@ static void setup_cb(redisAsyncContext *ac, void *r, void *privdata)
         return;
     int step = c->setup_step++;
     int first_script = c->setup_count - (c->pubsub ? 0 : SCRIPT__COUNT);
-    if (reply->type == REDIS_REPLY_ERROR) {
+    if (step == c->step_client_id || step == c->step_run_id) {
+        setup_identity(c, step, reply);
+    } else if (reply->type == REDIS_REPLY_ERROR) {
         pool_set_error(p, "connection setup", reply->str);
         pool_conn_fail_soon(c);
         return;
@@ -460,6 +501,19 @@ static void conn_setup(struct pool_conn *c)
         const char *argv[2] = {"SELECT", db};
         size_t lens[2] = {6, (size_t)n};
         setup_send(c, 2, argv, lens);
+    }
+    c->client_id = 0;
+    c->run_id[0] = '\0';
+    c->step_client_id = c->step_run_id = -1;
+    if (!c->pubsub) {
+        /* Who this connection is, to fence it should it be lost
+         * (pool_fence.c). */
+        const char *id[2] = {"CLIENT", "ID"}, *info[2] = {"INFO", "server"};
+        size_t id_lens[2] = {6, 2}, info_lens[2] = {4, 6};
+        c->step_client_id = c->setup_count;
+        setup_send(c, 2, id, id_lens);
+        c->step_run_id = c->setup_count;
+        setup_send(c, 2, info, info_lens);
     }
     for (int i = 0; i < SCRIPT__COUNT && !c->pubsub; i++) {
         const char *argv[3] = {"SCRIPT", "LOAD", script_table[i].source};

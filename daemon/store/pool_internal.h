@@ -73,6 +73,26 @@ struct pool_conn {
     bool holding;
     struct pool_req_list redo, held;
     uv_timer_t timer;
+    /* Who this connection is at Redis (CLIENT ID and the server's run_id,
+     * asked in setup), so that a lost one can be fenced (pool_fence.c).
+     * client_id 0: unknown (the server refused to say). */
+    long long client_id;
+    char run_id[41];
+    int step_client_id, step_run_id; /* their setup steps, or -1 */
+    bool loss_noted;                 /* its fence is recorded (once per context) */
+};
+
+/* A command connection lost while requests written on it were unanswered:
+ * Redis may still run them (it had them in its socket buffer, or a proxy
+ * still holds them), so until CLIENT KILL has removed that client, nobody
+ * may assume what they did is all there is (pool_fenced). */
+struct pool_fence {
+    struct pool_fence *next;
+    struct pool *pool;
+    uint64_t epoch;      /* the pool's loss count once this one was counted */
+    long long client_id; /* the lost connection's CLIENT ID */
+    char run_id[41];     /* the Redis process it was a client of */
+    bool inflight;       /* its CLIENT KILL is out */
 };
 
 /* One channel subscription, replayed on every (re)connect. */
@@ -108,6 +128,9 @@ struct pool {
     void (*done)(void *priv);
     void *done_priv;
     uint64_t rng;
+    uint64_t losses;           /* connections lost with requests unanswered */
+    struct pool_fence *fences; /* those not fenced yet, oldest first */
+    bool fence_refused_logged; /* CLIENT KILL refused: said once */
     struct pool_stats stats;
     char error[128];          /* the last failure, as logged */
     char where[128];          /* the address, for log lines: IP:PORT or unix:PATH */
@@ -117,6 +140,31 @@ struct pool {
 
 /* A failure that repeats is logged again this often while it lasts. */
 #define POOL_LOG_EVERY_MS 10000
+
+/* ---- pool_fence.c -------------------------------------------------------- */
+
+/* c is going down with a request written on it and unanswered (written
+ * true), or maybe (its in-flight list decides): count the loss and record
+ * its fence. Once per context; nothing for a connection whose CLIENT ID is
+ * unknown. Call before the requests' callbacks run, so that they see the
+ * loss in pool_losses. */
+void pool_fence_note(struct pool_conn *c, bool written);
+
+/* Send CLIENT KILL for every fence not yet out, on a ready connection.
+ * Called when a connection becomes ready and from the idle handle after a
+ * fence is noted (never from inside the lost connection's callbacks). */
+void pool_fence_kick(struct pool *p);
+
+/* Free every fence (the pool is being freed). */
+void pool_fence_free_all(struct pool *p);
+
+/* Send the plain command argv on c itself (held there if c is held);
+ * counted and called back as pool_command's. 0 or -ENOMEM. */
+int pool_command_on(struct pool_conn *c, int argc, const char **argv, const size_t *lens,
+                    pool_reply_cb *cb, void *priv);
+
+/* The next ready command connection, round-robin, or NULL. */
+struct pool_conn *pool_pick(struct pool *p);
 
 /* ---- pool_conn.c --------------------------------------------------------- */
 

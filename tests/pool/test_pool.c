@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "pool.h"
+#include "proxy.h"
 #include "redis_server.h"
 #include "loop_wait.h"
 #include "wait.h"
@@ -783,5 +784,78 @@ Test(pool, a_route_keeps_its_order_across_noscript)
     struct pool_stats st;
     pool_stats(w.pool, &st);
     cr_assert_gt(st.noscript, 0, "the flush never produced a NOSCRIPT");
+    finish();
+}
+
+/* A request lost on its connection may still run at Redis later: here a
+ * proxy keeps the pool's INCR (as a stalled network or server would)
+ * while the pool times the call out and reconnects. Once pool_fenced says
+ * so, the lost connection's client is gone at Redis: the kept INCR and a
+ * marker sent after it, released by the proxy, never run. Without the
+ * fence the INCR would run after its caller was told it failed. */
+Test(pool, a_lost_connection_is_fenced_before_pool_fenced_says_so)
+{
+    struct proxy px;
+    struct call incr = {0}, ping = {0};
+    cr_assert_eq(proxy_start(&px, w.rs.port), 0);
+    struct pool_config cfg = config(1, 300);
+    cfg.port = px.port;
+    open_pool(&cfg);
+    cr_assert_eq(pool_losses(w.pool), 0);
+
+    proxy_set_mode(&px, PROXY_HOLD);
+    cr_assert_eq(command(&incr, "INCR", "fenced-counter", NULL), 0);
+    RUN_UNTIL(incr.calls == 1);
+    cr_assert_eq(incr.status, POOL_EUNAVAILABLE, "the held call did not time out");
+    uint64_t epoch = pool_losses(w.pool);
+    cr_assert_eq(epoch, 1, "the lost connection was not counted");
+
+    /* New connections pass: the pool comes back and fences the lost one. */
+    RUN_UNTIL(pool_up(w.pool) && pool_fenced(w.pool, epoch));
+    cr_assert(pool_fenced(w.pool, epoch), "never fenced: %s", pool_last_error(w.pool));
+    struct pool_stats st;
+    pool_stats(w.pool, &st);
+    cr_assert_eq(st.fenced, 1);
+
+    static const char marker[] = "*3\r\n$3\r\nSET\r\n$6\r\nmarker\r\n$1\r\n1\r\n";
+    proxy_release(&px, marker, sizeof(marker) - 1);
+    size_t closed = 0, answered = 0;
+    cr_assert(
+        wait_for((proxy_counts(&px, NULL, NULL, NULL, &closed, &answered), closed + answered > 0)));
+    cr_assert_eq(answered, 0, "the lost client still ran what it was sent");
+    cr_assert_eq(closed, 1);
+
+    cr_assert_eq(command(&ping, "EXISTS", "fenced-counter", NULL), 0);
+    RUN_UNTIL(ping.calls);
+    cr_assert_eq(ping.status, 0);
+    cr_assert_eq(ping.integer, 0, "the lost INCR ran after its caller was told it failed");
+    finish();
+    proxy_stop(&px);
+}
+
+/* A lost connection of a Redis that has restarted since needs no fence,
+ * and must not get one: its client id may now be someone else's. */
+Test(pool, a_loss_on_a_restarted_redis_counts_as_fenced_without_a_kill)
+{
+    struct call calls[4] = {0}, ping = {0};
+    struct pool_config cfg = config(1, 300);
+    open_pool(&cfg);
+    cr_assert_eq(kill(w.rs.pid, SIGSTOP), 0);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(command(&calls[i], "PING", NULL, NULL), 0);
+    RUN_UNTIL(answered(calls, 4, NULL) == 4);
+    cr_assert_eq(calls[0].status, POOL_EUNAVAILABLE);
+    uint64_t epoch = pool_losses(w.pool);
+    cr_assert_eq(epoch, 1);
+    kill(w.rs.pid, SIGCONT);
+    redis_server_kill(&w.rs);
+    cr_assert_eq(redis_server_restart(&w.rs, NULL), 0);
+    RUN_UNTIL(pool_up(w.pool) && pool_fenced(w.pool, epoch));
+    cr_assert(pool_fenced(w.pool, epoch));
+    long long kills = redis_info("commandstats", "cmdstat_client|kill:calls=");
+    cr_assert_eq(kills, 0, "CLIENT KILL sent to another Redis process");
+    cr_assert_eq(command(&ping, "PING", NULL, NULL), 0);
+    RUN_UNTIL(ping.calls);
+    cr_assert_eq(ping.status, 0);
     finish();
 }
