@@ -22,6 +22,7 @@ if not n or n < 1 or not lease_ms or lease_ms < 1 then
 end
 local width = ARGV[4] == '1' and 6 or 5
 local max_bytes = tonumber(ARGV[5] or '0') or 0
+local by = ARGV[6]
 local bytes = 0
 local now = now_ms()
 local deadline = now + lease_ms
@@ -41,7 +42,7 @@ while served < n do
   else
     local id = head[1]
     served = served + 1
-    local job = lease(id, g, dl, token(tok + served, now), now)
+    local job = lease(id, g, dl, token(tok + served, now), now, by)
     for i = 1, width do out[#out + 1] = job[i] end
     local lim = glimit(g)
     if (lim ~= nil and gactive(g) >= lim) or call('ZCARD', lane) == 0 then

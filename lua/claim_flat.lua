@@ -3,7 +3,8 @@
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 n (>= 1), 3 lease_ms (>= 1), 4 waits (optional: '1'
 --        adds each job's wait as a sixth field, as for claim),
---        5 max_bytes (optional, 0 = none; as for claim)
+--        5 max_bytes (optional, 0 = none; as for claim), 6 tag (optional,
+--        as for claim)
 -- Returns {deadline, id, '', payload, attempt, token, ...} as claim does.
 local n, lease_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
 if not n or n < 1 or not lease_ms or lease_ms < 1 then
@@ -11,6 +12,7 @@ if not n or n < 1 or not lease_ms or lease_ms < 1 then
 end
 local width = ARGV[4] == '1' and 6 or 5
 local max_bytes = tonumber(ARGV[5] or '0') or 0
+local by = ARGV[6]
 local now = now_ms()
 local deadline = now + lease_ms
 local out = {deadline}
@@ -21,7 +23,7 @@ local tok = call('INCRBY', K_SEQ, int(k)) - k
 local dl = int(deadline)
 local bytes = 0
 for i = 1, k do
-  local job = lease(popped[2 * i - 1], '', dl, token(tok + i, now), now)
+  local job = lease(popped[2 * i - 1], '', dl, token(tok + i, now), now, by)
   for j = 1, width do out[#out + 1] = job[j] end
   bytes = bytes + #job[3]
   if max_bytes > 0 and bytes >= max_bytes and i < k then

@@ -3,7 +3,9 @@
 -- ARGV:  1 prefix, 2 job id, 3 group ('' = flat), 4 payload (JSON text),
 --        5 delay_ms (0 = now), 6 max_attempts (0 = unlimited),
 --        7 handoff lease_ms (optional; > 0: the caller has a consumer
---        parked and the job may be leased to it at once, see handoff())
+--        parked and the job may be leased to it at once, see handoff()),
+--        8 tag (optional, with 7: the daemon's tag for this call, the
+--        lease's lease_by as for claim; see recover.lua)
 -- Returns 1 (enqueued) or 0 (duplicate: a row exists, nothing changed), or
 -- when the job was handed off, {1, deadline, id, group, payload, attempt,
 -- token}: enqueued and already leased, the job fields as claim returns.
@@ -19,7 +21,7 @@
 -- wake is sent: there is nothing left for anyone else to claim. Returns
 -- {deadline, id, group, payload, attempt, token} as claim does, or nil (the
 -- caller queues the job as usual). now: the caller's now_ms().
-local function handoff(id, g, lease_ms, now)
+local function handoff(id, g, lease_ms, now, by)
   if g == '' then
     if call('ZCARD', K_PENDING) > 0 then return nil end
   else
@@ -31,7 +33,7 @@ local function handoff(id, g, lease_ms, now)
     call('SADD', K_GROUPS, g)
   end
   local deadline = now + lease_ms
-  local job = lease(id, g, int(deadline), token(call('INCR', K_SEQ), now), now)
+  local job = lease(id, g, int(deadline), token(call('INCR', K_SEQ), now), now, by)
   return {deadline, job[1], job[2], job[3], job[4], job[5]}
 end
 
@@ -61,7 +63,7 @@ if delay > 0 then
   return 1
 end
 if hand > 0 then
-  local job = handoff(id, g, hand, now)
+  local job = handoff(id, g, hand, now, ARGV[8])
   if job then
     table.insert(job, 1, 1)
     return job

@@ -163,16 +163,20 @@ end
 
 -- Lease a job that has just been taken off its backlog. dl is the lease
 -- deadline as int() text (one per batch); tok is the fencing token that
--- complete/fail/extend/release must present; now is the caller's now_ms().
+-- complete/fail/extend/release must present; now is the caller's now_ms();
+-- by is the calling daemon's tag for this call ('' or nil: none), kept as
+-- the row's lease_by so that the daemon can give the lease back should the
+-- call's reply be lost (recover.lua).
 -- Returns {id, group, payload, attempt, token, wait}: wait is the ms the
 -- job waited since it last became claimable, its row's ready_ms (set when
 -- a delayed job came due or a job was put back) or else its created_ms
 -- (a job due at once is claimable from its enqueue); never negative.
-local function lease(id, g, dl, tok, now)
+local function lease(id, g, dl, tok, now, by)
   local row = row_key(id)
   local f = call('HMGET', row, 'attempts', 'payload', 'ready_ms', 'created_ms')
   local att = tonumber(f[1] or '0') + 1
-  call('HSET', row, 'state', 'active', 'attempts', int(att), 'lease', tok, 'lease_until', dl)
+  call('HSET', row, 'state', 'active', 'attempts', int(att), 'lease', tok, 'lease_until', dl,
+       'lease_by', by or '')
   call('ZADD', K_ACTIVE, dl, id)
   if g ~= '' then call('ZADD', lane_active_key(g), dl, id) end
   local ready = tonumber(f[3] or f[4] or '') or now
@@ -204,6 +208,19 @@ local function requeue(id, g, reason, now)
   call('HSET', row, 'state', 'pending', 'ready_ms', int(now))
   to_backlog(id, g)
   return 'pending'
+end
+
+-- Give back a lease nobody saw (its consumer was gone, or the reply that
+-- carried it was lost): the job leaves the active indexes and returns to
+-- its backlog with its attempt returned, as if never leased. g is the
+-- row's group. Returns what requeue() does.
+local function give_back(id, g, now)
+  leave_active(id, g)
+  local row = row_key(id)
+  if tonumber(call('HGET', row, 'attempts') or '0') > 0 then
+    call('HINCRBY', row, 'attempts', -1)
+  end
+  return requeue(id, g, nil, now)
 end
 
 local function valid_group(g)

@@ -23,17 +23,11 @@ for i = 4, #ARGV, 2 do
   local g, err = check_lease(id, ARGV[i + 1])
   if not g then
     out[#out + 1] = err
+  elseif undelivered then
+    out[#out + 1] = give_back(id, g, now)
   else
     leave_active(id, g)
-    if undelivered then
-      local row = row_key(id)
-      if tonumber(call('HGET', row, 'attempts') or '0') > 0 then
-        call('HINCRBY', row, 'attempts', -1)
-      end
-      out[#out + 1] = requeue(id, g, nil, now)
-    else
-      out[#out + 1] = requeue(id, g, ARGV[2], now)
-    end
+    out[#out + 1] = requeue(id, g, ARGV[2], now)
   end
 end
 return out

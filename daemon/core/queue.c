@@ -111,11 +111,19 @@ void queue_release(struct queue *q, size_t n, const struct store_pair *pairs, co
 
 /* --- lifetime ---------------------------------------------------------- */
 
+/* A leasing call of q lost its reply: an upkeep pass gives its leases
+ * back as soon as the pool has fenced the loss (upkeep.c). */
+static void lost_cb(void *priv)
+{
+    queue_due_in(priv, 0);
+}
+
 void queue_start(struct queue *q)
 {
     q->used = true;
     uv_timer_init(q->eng->loop, &q->timer);
     q->timer.data = q;
+    store_queue_on_lost(&q->store, lost_cb, q);
     q->reap_next = q->promote_next = 0;
     uv_timer_start(&q->timer, queue_upkeep_cb, 0, 0);
     if (pool_subscribe(q->eng->pool, q->store.keys.names[KEY_WAKE], wake_cb, q) == 0)
@@ -125,6 +133,7 @@ void queue_start(struct queue *q)
 static void queue_closed_cb(uv_handle_t *h)
 {
     struct queue *q = h->data;
+    store_queue_deinit(&q->store);
     free(q->batch);
     free(q);
 }
@@ -132,6 +141,7 @@ static void queue_closed_cb(uv_handle_t *h)
 void queue_free(struct queue *q)
 {
     if (!q->used) { /* never started: no timer to close */
+        store_queue_deinit(&q->store);
         free(q->batch);
         free(q);
         return;

@@ -25,6 +25,7 @@ struct waiter;
 /* Jobs of one queue, counted as this daemon saw them move. */
 struct queue_counters {
     uint64_t enqueued, claimed, completed, failed, dead, reaped, released, promoted;
+    uint64_t recovered; /* leases of lost replies given back (store/lost.c) */
 };
 
 /* How long the jobs of one queue took, as this daemon saw them: wait, from

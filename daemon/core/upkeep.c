@@ -10,6 +10,11 @@
 
 #define UPKEEP_MAX 1000 /* most leases reaped / jobs promoted per call */
 
+/* While leases of lost replies wait for their loss to be fenced (the
+ * pool reconnecting and sending CLIENT KILL), the pass comes back this
+ * soon to give them back: a fault's aftermath, not a steady state. */
+#define UPKEEP_LOST_MS 100
+
 void queue_upkeep_cb(uv_timer_t *t);
 
 static void upkeep_schedule(struct queue *q)
@@ -19,6 +24,8 @@ static void upkeep_schedule(struct queue *q)
         next = q->reap_next;
     if (q->promote_next < next)
         next = q->promote_next;
+    if (store_lost_pending(&q->store) && next > UPKEEP_LOST_MS)
+        next = UPKEEP_LOST_MS;
     if (q->due_wanted != 0) { /* asked for while the pass ran */
         uint64_t now = uv_now(q->eng->loop);
         uint64_t in = q->due_wanted > now ? q->due_wanted - now : 0;
@@ -91,14 +98,39 @@ void queue_due_in(struct queue *q, uint64_t ms)
         uv_timer_start(&q->timer, queue_upkeep_cb, ms, 0);
 }
 
+/* Reap, then promote (reap_cb), then pump (promote_cb). */
+static void upkeep_reap(struct queue *q)
+{
+    if (store_reap(queue_store(q), UPKEEP_MAX, reap_cb, q) != 0) {
+        q->upkeep_busy = false;
+        upkeep_schedule(q);
+    }
+}
+
+static void recover_cb(void *priv, const struct store_status *st, uint64_t n)
+{
+    struct queue *q = priv;
+    if (n > 0)
+        log_event(LOG_INFO, "gave back leases whose reply was lost", "queue=%s leases=%llu",
+                  q->name, (unsigned long long)n);
+    q->count.recovered += n;
+    (void)st; /* on an error the store keeps the tags for the next pass */
+    if (q->eng->stopping) {
+        q->upkeep_busy = false;
+        return;
+    }
+    upkeep_reap(q);
+}
+
 void queue_upkeep_cb(uv_timer_t *t)
 {
     struct queue *q = t->data;
     if (q->upkeep_busy || q->eng->stopping)
         return;
     q->upkeep_busy = true;
-    if (store_reap(queue_store(q), UPKEEP_MAX, reap_cb, q) != 0) {
-        q->upkeep_busy = false;
-        upkeep_schedule(q);
-    }
+    /* Leases whose reply was lost go back first, before the reaper can
+     * count them as expired attempts (lost.c). */
+    if (store_recover_due(queue_store(q)) && store_recover(queue_store(q), recover_cb, q) == 0)
+        return;
+    upkeep_reap(q);
 }

@@ -133,18 +133,20 @@ static void render_requests(struct outbuf *o, const struct server *s)
 
 static void render_jobs(struct outbuf *o, const struct scrape *sc)
 {
-    static const char *const events[] = {"enqueued", "claimed", "completed",
-                                         "failed",   "dead",    "reaped"};
+    static const char *const events[] = {"enqueued", "claimed", "completed", "failed",
+                                         "dead",     "reaped",  "recovered"};
     static const char *const states[] = {"pending", "active", "delayed", "dead"};
     char q[BRAND_QUEUE_MAX * 2 + 1];
 
     family(o, "emqd_jobs_total", "counter",
-           "Jobs this daemon saw move, by queue and event (dead: failed into the dead set).");
+           "Jobs this daemon saw move, by queue and event (dead: failed into the dead set; "
+           "recovered: leased by a call whose reply was lost, and given back).");
     for (size_t i = 0; i < sc->nreads; i++) {
         const struct queue_counters *k = &sc->reads[i].q->count;
-        const uint64_t v[] = {k->enqueued, k->claimed, k->completed, k->failed, k->dead, k->reaped};
+        const uint64_t v[] = {k->enqueued, k->claimed, k->completed, k->failed,
+                              k->dead,     k->reaped,  k->recovered};
         label(sc->reads[i].q->name, q, sizeof(q));
-        for (size_t e = 0; e < 6; e++)
+        for (size_t e = 0; e < sizeof(v) / sizeof(v[0]); e++)
             put(o, "emqd_jobs_total{queue=\"%s\",event=\"%s\"} %llu\n", q, events[e],
                 (unsigned long long)v[e]);
     }
@@ -252,6 +254,10 @@ static void render_pool(struct outbuf *o, const struct scrape *sc)
            "been ready is ready again (not the start-up connect, however many tries it takes, "
            "nor failed attempts).",
            st.recovered);
+    scalar(o, "emqd_pool_fenced_total", "counter",
+           "Backend connections lost with calls unanswered and then fenced (CLIENT KILL), so "
+           "that what they may have done could be undone.",
+           st.fenced);
 }
 
 /* The process_* families every Prometheus client library exports, with

@@ -80,9 +80,12 @@ int store_enqueue(struct store_queue *sq, const struct store_enqueue_args *a, st
                           store_num(hand, (long long)a->handoff_ms)};
     size_t lens[] = {strlen(a->job), strlen(a->group), a->payload_len,
                      strlen(delay),  strlen(max),      strlen(hand)};
-    /* Without a hand-off the argument is left out, as the script allows. */
-    return store_send(sq, SCRIPT_ENQUEUE, a->handoff_ms ? 6 : 5, argv, lens, enqueue_decode,
-                      STORE_CB(cb), priv, 0);
+    /* Without a hand-off the argument is left out, as the script allows;
+     * with one, the call may lease, and is tagged (lost.c). */
+    if (a->handoff_ms == 0)
+        return store_send(sq, SCRIPT_ENQUEUE, 5, argv, lens, enqueue_decode, STORE_CB(cb), priv, 0);
+    return store_send_leasing(sq, SCRIPT_ENQUEUE, 6, argv, lens, enqueue_decode, STORE_CB(cb), priv,
+                              0);
 }
 
 /* --- claim ------------------------------------------------------------- */
@@ -108,7 +111,7 @@ static int claimed_parse(const redisReply *r, void *out)
     size_t n = (r->elements - 1) / CLAIM_FIELDS;
     struct store_job *jobs = o->stack;
     if (n > CLAIM_STACK && (jobs = o->heap = malloc(n * sizeof(*jobs))) == NULL)
-        return -ENOMEM; /* the jobs stay leased at Redis and come back when it expires */
+        return -ENOMEM; /* the jobs stay leased at Redis: given back as lost (lost.c) */
     for (size_t i = 0; i < n; i++)
         if (!job_decode(r->element + 1 + CLAIM_FIELDS * i, true, &jobs[i]))
             return STORE_SHAPE;
@@ -134,8 +137,8 @@ int store_claim(struct store_queue *sq, bool flat, size_t n, uint64_t lease_ms, 
     const char *argv[] = {store_num(ns, (long long)n), store_num(ls, (long long)lease_ms),
                           "1", /* with each job's wait */
                           store_num(bs, (long long)max_bytes)};
-    return store_send(sq, flat ? SCRIPT_CLAIM_FLAT : SCRIPT_CLAIM, 4, argv, NULL, claim_decode,
-                      STORE_CB(cb), priv, n);
+    return store_send_leasing(sq, flat ? SCRIPT_CLAIM_FLAT : SCRIPT_CLAIM, 4, argv, NULL,
+                              claim_decode, STORE_CB(cb), priv, n);
 }
 
 /* --- settling ---------------------------------------------------------- */

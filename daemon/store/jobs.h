@@ -105,4 +105,24 @@ int store_promote(struct store_queue *sq, uint64_t max, store_upkeep_cb *cb, voi
 int store_reap_group(struct store_queue *sq, const char *group, uint64_t max, store_upkeep_cb *cb,
                      void *priv);
 
+/* --- leases whose reply was lost (lost.c) ------------------------------ */
+
+/* True when leasing calls of sq lost their reply and are not recovered
+ * yet (store_queue_on_lost tells of each). */
+bool store_lost_pending(const struct store_queue *sq);
+
+/* True when leasing calls of sq lost their reply and the pool has fenced
+ * those losses (pool_fenced), so that store_recover may run now. */
+bool store_recover_due(const struct store_queue *sq);
+
+/* given_back: leases of lost calls given back, attempt returned. */
+typedef void store_recover_cb(void *priv, const struct store_status *st, uint64_t given_back);
+
+/* Give back every lease the lost calls of sq took that nobody has
+ * settled or taken since: to its lane (or the flat set), its attempt
+ * returned, as if never leased. Several calls of bounded work (a ZSCAN
+ * page of the queue's leases each); on an error the tags are kept for
+ * the next try. -EAGAIN when not due (store_recover_due). */
+int store_recover(struct store_queue *sq, store_recover_cb *cb, void *priv);
+
 #endif

@@ -22,7 +22,26 @@ int store_queue_init(struct store_queue *sq, struct pool *p, const char *name, s
         return rc;
     sq->pool = p;
     pool_route_init(&sq->route, name, len); /* the hash tag of "emq:{q}:" */
+    sq->tag_next = store_tag_seed();
+    sq->lost = NULL;
+    sq->nlost = sq->lost_cap = 0;
+    sq->recovering = false;
+    sq->on_lost = NULL;
+    sq->on_lost_priv = NULL;
     return 0;
+}
+
+void store_queue_on_lost(struct store_queue *sq, void (*cb)(void *priv), void *priv)
+{
+    sq->on_lost = cb;
+    sq->on_lost_priv = priv;
+}
+
+void store_queue_deinit(struct store_queue *sq)
+{
+    free(sq->lost);
+    sq->lost = NULL;
+    sq->nlost = sq->lost_cap = 0;
 }
 
 const char *store_outcome_state(enum store_outcome o)
@@ -65,6 +84,8 @@ bool store_int(const redisReply *r, long long *out)
 
 void store_unexpected(const struct store_call *c, const redisReply *reply, struct store_status *st)
 {
+    if (c->tag != 0) /* what it leased cannot be read: give it back */
+        store_lost_add(c->sq, c->tag);
     log_event(LOG_ERROR, "unexpected backend reply", "call=%s type=%d elements=%zu", c->name,
               reply ? reply->type : -1,
               reply && reply->type == REDIS_REPLY_ARRAY ? reply->elements : 0);
@@ -103,6 +124,8 @@ bool store_parsed(const struct store_call *c, struct store_status *s, const redi
         store_unexpected(c, reply, s);
     else if (rc != 0)
         *s = store_oom;
+    if (rc != 0 && rc != STORE_SHAPE && c->tag != 0) /* store_unexpected records a shape */
+        store_lost_add(c->sq, c->tag);
     return rc == 0;
 }
 
@@ -135,6 +158,14 @@ static void reply_cb(void *priv, int status, redisReply *reply)
         }
         reply = NULL;
     }
+    /* A leasing call that did not answer may have leased anyway (and may
+     * yet: pool_fenced); one that failed inside Redis (a script error
+     * that is not a lane script's own code, which it returns before
+     * leasing) may have leased part of its batch. Either way the leases
+     * are given back later (lost.c); when there were none, that finds
+     * nothing. */
+    if (c->tag != 0 && (st.code == WIRE_EUNAVAILABLE || st.code == WIRE_EINTERNAL))
+        store_lost_add(c->sq, c->tag);
     c->decode(c, &st, reply);
     free(c);
 }
@@ -148,6 +179,41 @@ int store_send(struct store_queue *sq, enum script_id id, int argc, const char *
     *c = (struct store_call){
         .name = script_table[id].name, .decode = decode, .cb = cb, .priv = priv, .n = n};
     int rc = pool_script(sq->pool, &sq->route, id, &sq->keys, argc, argv, lens, reply_cb, c);
+    if (rc != 0)
+        free(c);
+    return rc;
+}
+
+int store_send_leasing(struct store_queue *sq, enum script_id id, int argc, const char **argv,
+                       const size_t *lens, store_decode_fn *decode, void (*cb)(void), void *priv,
+                       size_t n)
+{
+    const char *args[STORE_ARGS_MAX + 1];
+    size_t arg_lens[STORE_ARGS_MAX + 1];
+    char tag[STORE_TAG_TEXT];
+    if (argc < 0 || argc > STORE_ARGS_MAX)
+        return -EINVAL;
+    for (int i = 0; i < argc; i++) {
+        args[i] = argv[i];
+        arg_lens[i] = lens != NULL ? lens[i] : strlen(argv[i]);
+    }
+    uint64_t t = sq->tag_next++;
+    if (t == 0) /* 0 means "no tag" */
+        t = sq->tag_next++;
+    args[argc] = tag;
+    arg_lens[argc] = store_tag_text(t, tag);
+    struct store_call *c = malloc(sizeof(*c));
+    if (c == NULL)
+        return -ENOMEM;
+    *c = (struct store_call){.name = script_table[id].name,
+                             .decode = decode,
+                             .cb = cb,
+                             .priv = priv,
+                             .n = n,
+                             .tag = t,
+                             .sq = sq};
+    int rc =
+        pool_script(sq->pool, &sq->route, id, &sq->keys, argc + 1, args, arg_lens, reply_cb, c);
     if (rc != 0)
         free(c);
     return rc;

@@ -21,16 +21,38 @@
 #include "keys.h"
 #include "pool.h"
 
-/* One queue's keys and the route its calls go by. */
+/* A leasing call whose reply was lost: its tag, and the pool's loss count
+ * when it was lost (its leases may be undone once that loss is fenced). */
+struct store_lost {
+    uint64_t tag;
+    uint64_t epoch;
+};
+
+/* One queue's keys and the route its calls go by, and the leases it took
+ * but could not deliver (lost.c). */
 struct store_queue {
     struct pool *pool;
     struct keys keys;
     struct pool_route route;
+    uint64_t tag_next;       /* the next leasing call's tag (random start) */
+    struct store_lost *lost; /* nlost of them, oldest first; NULL when none */
+    size_t nlost, lost_cap;
+    bool recovering; /* a store_recover is running */
+    /* Told each time a leasing call's leases are recorded as lost (from
+     * inside that call's reply handling: it may only schedule work). */
+    void (*on_lost)(void *priv);
+    void *on_lost_priv;
 };
 
 /* Build the keys and route of queue name (len bytes) on pool p. Returns
  * 0, or KEYS_EQUEUE when the name is not a valid queue name. */
 int store_queue_init(struct store_queue *sq, struct pool *p, const char *name, size_t len);
+
+/* Set the callback told of lost leases (NULL: none). */
+void store_queue_on_lost(struct store_queue *sq, void (*cb)(void *priv), void *priv);
+
+/* Free what sq holds (the lost tags); sq may be freed after. */
+void store_queue_deinit(struct store_queue *sq);
 
 /* How a call ended. code 0: it did what it says, and the call's result is
  * valid. Otherwise the result is NULL (or zero) and code is the lane

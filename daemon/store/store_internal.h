@@ -22,6 +22,11 @@ struct store_call {
     void (*cb)(void); /* the caller's typed callback, cast back by decode */
     void *priv;
     size_t n; /* what a call expects back (pairs sent), for decode */
+    /* A leasing call's tag (lost.c), 0 for any other call: if its reply
+     * is lost or cannot be read, the leases it took are recorded as lost
+     * in sq, to be given back (store_recover). */
+    uint64_t tag;
+    struct store_queue *sq;
 };
 
 /* Send script id for sq with ARGV argv[0..argc) (lens NULL: strlen; the
@@ -29,6 +34,23 @@ struct store_call {
  * calls promise (store.h). */
 int store_send(struct store_queue *sq, enum script_id id, int argc, const char **argv,
                const size_t *lens, store_decode_fn *decode, void (*cb)(void), void *priv, size_t n);
+
+/* As store_send, for a call that leases jobs: one more ARGV after
+ * argv[0..argc) (at most STORE_ARGS_MAX) is the call's tag, which the
+ * script records as lease_by on each row it leases (lost.c). */
+#define STORE_ARGS_MAX 8
+int store_send_leasing(struct store_queue *sq, enum script_id id, int argc, const char **argv,
+                       const size_t *lens, store_decode_fn *decode, void (*cb)(void), void *priv,
+                       size_t n);
+
+/* Record tag's leases as lost (lost.c). */
+void store_lost_add(struct store_queue *sq, uint64_t tag);
+
+/* A random start for a queue's tags, and a tag as the text the scripts
+ * see: 16 hex digits and a NUL in STORE_TAG_TEXT bytes; returns 16. */
+#define STORE_TAG_TEXT 17
+uint64_t store_tag_seed(void);
+size_t store_tag_text(uint64_t tag, char out[STORE_TAG_TEXT]);
 
 /* Send the plain command argv[0..argc) (argv[0] a literal: it names the
  * call in log lines) on no route: the queue registry's commands, which
