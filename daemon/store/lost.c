@@ -52,13 +52,26 @@ size_t store_tag_text(uint64_t tag, char out[STORE_TAG_TEXT])
     return (size_t)snprintf(out, STORE_TAG_TEXT, "%016" PRIx64, tag);
 }
 
+/* Say, at most every 10 s across queues, that lost calls were forgotten. */
+static void lost_overflow_log(const struct store_queue *sq)
+{
+    static uint64_t last_ms, forgotten;
+    uint64_t now = uv_hrtime() / 1000000;
+    forgotten++;
+    if (last_ms != 0 && now - last_ms < 10000)
+        return;
+    log_event(LOG_WARN, "too many leasing calls lost: the oldest ones' leases will expire instead",
+              "queue_prefix=%.*s forgotten=%llu", (int)sq->keys.prefix_len, sq->keys.prefix,
+              (unsigned long long)forgotten);
+    last_ms = now;
+    forgotten = 0;
+}
+
 void store_lost_add(struct store_queue *sq, uint64_t tag)
 {
     if (sq->nlost == sq->lost_cap) {
         if (sq->lost_cap >= LOST_MAX) {
-            log_event(LOG_WARN,
-                      "too many leasing calls lost: the oldest one's leases will expire instead",
-                      "queue_prefix=%.*s", (int)sq->keys.prefix_len, sq->keys.prefix);
+            lost_overflow_log(sq);
             memmove(sq->lost, sq->lost + 1, (sq->nlost - 1) * sizeof(*sq->lost));
             sq->nlost--;
         } else {

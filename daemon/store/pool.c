@@ -78,8 +78,9 @@ static void rtt_record(struct pool_stats *st, uint64_t sent_ns)
     st->rtt_sum_us += us;
 }
 
-/* Deliver the outcome and free the request. */
-static void req_finish(struct pool_req *r, redisReply *reply)
+/* Deliver the outcome (reply, or with none the failure status) and free
+ * the request. */
+static void req_finish(struct pool_req *r, redisReply *reply, int failure)
 {
     struct pool *p = r->pool;
 
@@ -92,7 +93,7 @@ static void req_finish(struct pool_req *r, redisReply *reply)
         assert(r->route->inflight > 0);
         r->route->inflight--;
     }
-    r->cb(r->priv, reply != NULL ? 0 : POOL_EUNAVAILABLE, reply);
+    r->cb(r->priv, reply != NULL ? 0 : failure, reply);
     free(r);
 }
 
@@ -123,7 +124,9 @@ static struct pool_conn *route_pick(struct pool *p, struct pool_route *rt)
     return home->state == CONN_READY ? home : pool_pick(p);
 }
 
-/* Fail r on the next turn: no connection could take it. */
+/* Fail r on the next turn: no connection could take it, or it waited on
+ * one that went. It was never written (or, after NOSCRIPT, it did not
+ * run): POOL_ENOTSENT. */
 static void req_fail_later(struct pool *p, struct pool_req *r)
 {
     r->conn = NULL;
@@ -257,7 +260,7 @@ static void req_reply_cb(redisAsyncContext *ac, void *rep, void *privdata)
             conn_release(c);
         return;
     }
-    req_finish(r, reply);
+    req_finish(r, reply, POOL_EUNAVAILABLE);
     if (reply != NULL && c->holding && c->sent.first == NULL && c->state == CONN_READY)
         conn_release(c);
 }
@@ -499,7 +502,7 @@ static void pool_fail_queued(struct pool *p)
 
     while (r != NULL) {
         struct pool_req *next = r->next;
-        req_finish(r, NULL);
+        req_finish(r, NULL, POOL_ENOTSENT); /* never written: see req_fail_later */
         r = next;
     }
 }

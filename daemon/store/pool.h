@@ -20,9 +20,13 @@
 #include "keys.h"
 #include "lua_scripts.h"
 
-/* The expected failure a reply callback sees: the backend is down, the
- * request's deadline passed, or the pool closed. */
-enum { POOL_EUNAVAILABLE = 1 };
+/* The expected failures a reply callback sees. POOL_EUNAVAILABLE: the
+ * request was written, and its connection was lost, its deadline passed
+ * or the pool closed before the answer came: what it did is unknown (it
+ * may even run later, see pool_fenced). POOL_ENOTSENT: it was never
+ * written (no connection was ready, or it waited on one that went), so
+ * it did not run. */
+enum { POOL_EUNAVAILABLE = 1, POOL_ENOTSENT = 2 };
 
 /* How to reach Redis and how hard to try. Zero fields take the defaults. */
 struct pool_config {
@@ -65,7 +69,7 @@ uint16_t pool_slot(const char *tag, size_t len);
 /* Runs exactly once per accepted request, never from inside the call that
  * submitted it. status 0: reply is the Redis reply (it may be
  * REDIS_REPLY_ERROR, e.g. a script's "ELEASE ..." error), valid only during
- * the callback. status POOL_EUNAVAILABLE: reply is NULL. */
+ * the callback. status POOL_EUNAVAILABLE or POOL_ENOTSENT: reply is NULL. */
 typedef void pool_reply_cb(void *priv, int status, redisReply *reply);
 
 /* Counters for metrics and tests. */

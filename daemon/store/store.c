@@ -158,13 +158,16 @@ static void reply_cb(void *priv, int status, redisReply *reply)
         }
         reply = NULL;
     }
-    /* A leasing call that did not answer may have leased anyway (and may
-     * yet: pool_fenced); one that failed inside Redis (a script error
+    /* A leasing call that was written and did not answer may have leased
+     * anyway (and may yet: pool_fenced); one never written did not (so
+     * Redis being down for long does not pile up tags); one that failed
+     * inside Redis (a script error
      * that is not a lane script's own code, which it returns before
      * leasing) may have leased part of its batch. Either way the leases
      * are given back later (lost.c); when there were none, that finds
      * nothing. */
-    if (c->tag != 0 && (st.code == WIRE_EUNAVAILABLE || st.code == WIRE_EINTERNAL))
+    if (c->tag != 0 && status != POOL_ENOTSENT &&
+        (st.code == WIRE_EUNAVAILABLE || st.code == WIRE_EINTERNAL))
         store_lost_add(c->sq, c->tag);
     c->decode(c, &st, reply);
     free(c);
