@@ -6,6 +6,7 @@
  * back with its attempt returned, so one allowed a single attempt is
  * still delivered rather than dead. */
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 
 #include "fixture.h"
 #include "proxy.h"
+#include "workload.h"
 
 static struct proxy fx_proxy;
 static bool fx_proxied;
@@ -185,4 +187,50 @@ Test(lost, a_claim_that_runs_after_its_deadline_gives_its_job_back)
           "the late claim's lease to be given back, attempt returned");
     deliver_and_finish(c, "ls", "JOBlost3");
     tc_close(c);
+}
+
+#define LOAD_WORKERS 4
+
+/* The fault ledger with replies cut again and again under load: every job
+ * allowed a single attempt, on long leases (so none can die of a lease
+ * running out within the test): whatever a cut costs, every job is
+ * completed, none is dead (none went dead without a delivery), nothing is
+ * left active or pending, and check is clean. */
+Test(lost, replies_cut_under_load_lose_no_job_and_kill_none)
+{
+    emqd_kill(&fx_emqd);
+    const char *const extra[] = {"--redis-timeout-ms", "1000", "--max-attempts", "1", NULL};
+    cr_assert_eq(emqd_start(&fx_emqd, fx_proxy.port, extra), 0);
+    cr_assert_eq(emqd_await_backend(&fx_emqd), 0);
+    struct workload wl;
+    wl_init(&wl, "lu", "u", 240, 6, 2);
+    cr_assert_eq(wl_enqueue(&wl, fx_emqd.port, 0, wl.n, NULL), wl.n);
+    static struct wl_worker workers[LOAD_WORKERS];
+    for (int i = 0; i < LOAD_WORKERS; i++)
+        cr_assert_eq(wl_worker_start(&workers[i], &wl, fx_emqd.port, 4, 600000, 1), 0);
+    for (int round = 1; round <= 3; round++) {
+        /* A cut lands amid the drain: some jobs done before each. */
+        await(atomic_load(&wl.completed_total) >= round * wl.n / 5,
+              "the workers to complete %d jobs (%d so far)", round * wl.n / 5,
+              atomic_load(&wl.completed_total));
+        /* Cut until a backend call of the daemon's has failed (a cut on
+         * the pub/sub connection alone costs no call). */
+        long long failed = emqd_metric(&fx_emqd, "emqd_pool_failures_total");
+        proxy_set_mode(&fx_proxy, PROXY_CUT);
+        await(emqd_metric(&fx_emqd, "emqd_pool_failures_total") > failed,
+              "a backend call to fail in round %d", round);
+        proxy_set_mode(&fx_proxy, PROXY_PASS);
+    }
+    cr_assert(wl_await_settled(&wl, fx_emqd.port, 60000), "the set was not drained");
+    for (int i = 0; i < LOAD_WORKERS; i++)
+        wl_worker_stop(&workers[i]);
+    for (int i = 0; i < LOAD_WORKERS; i++)
+        cr_assert_eq(atomic_load(&workers[i].errors), 0, "worker %d got unexpected replies", i);
+    wl_account(&wl, fx_emqd.port);
+    struct tc_conn *c = fx_conn();
+    cr_assert_eq(fx_stat(c, "lu", "dead"), 0, "a job went dead without a delivery");
+    cr_log_info("leases given back after lost replies: %lld", recovered("lu"));
+    tc_close(c);
+    wl_deinit(&wl);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
 }
