@@ -283,9 +283,10 @@ struct emq_fail_opts {
 int emq_fail(struct emq *c, const struct emq_job *job, const struct emq_fail_opts *opts,
              enum emq_state *state);
 
-/* Give a lease back unfinished (protocol 5.10), attempt counted. error may
- * be NULL (the daemon's default text). *state (may be NULL): pending or
- * dead. */
+/* Give a lease back unfinished (protocol 5.10), its attempt returned, so
+ * a job given back (a worker stopping) is never dead-lettered by it.
+ * error may be NULL (the daemon's default text). *state (may be NULL):
+ * pending. */
 int emq_release(struct emq *c, const struct emq_job *job, const char *error, enum emq_state *state);
 
 /* Heartbeat a lease: its deadline becomes now + lease_ms (protocol 5.11).

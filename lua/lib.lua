@@ -210,17 +210,19 @@ local function requeue(id, g, reason, now)
   return 'pending'
 end
 
--- Give back a lease nobody saw (its consumer was gone, or the reply that
--- carried it was lost): the job leaves the active indexes and returns to
--- its backlog with its attempt returned, as if never leased. g is the
--- row's group. Returns what requeue() does.
-local function give_back(id, g, now)
+-- Give back a lease with its attempt returned: one nobody saw (its
+-- consumer was gone, or the reply that carried it was lost; reason nil,
+-- as if never leased), or one its holder returned on purpose (reason
+-- recorded). The job leaves the active indexes and returns to its
+-- backlog; with the attempt returned it cannot be dead. g is the row's
+-- group. Returns what requeue() does.
+local function give_back(id, g, now, reason)
   leave_active(id, g)
   local row = row_key(id)
   if tonumber(call('HGET', row, 'attempts') or '0') > 0 then
     call('HINCRBY', row, 'attempts', -1)
   end
-  return requeue(id, g, nil, now)
+  return requeue(id, g, reason, now)
 end
 
 local function valid_group(g)

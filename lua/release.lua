@@ -1,20 +1,24 @@
--- release: give leased jobs back at once (their connection closed, or a
+-- release: give leased jobs back at once.
 -- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
--- worker is shutting down). The attempt stays counted: a job whose attempts
--- are spent goes to the dead set instead of its lane. Mode 'undelivered'
--- is for leases the daemon took for a consumer that was gone before it got
--- them (a parked claim that timed out while its claim was in flight): no
--- one saw the job, so the attempt is given back and no error is recorded.
+-- Three modes, by what became of the attempt:
+--   'delivered'    the holder went away (its connection closed): the attempt
+--                  stays counted, reason becomes the row's error, and a job
+--                  whose attempts are spent goes to the dead set;
+--   'returned'     the holder gave it back on purpose (the release op, e.g.
+--                  a worker stopping): the attempt is returned and reason
+--                  recorded, so a rolling deploy never dead-letters a job;
+--   'undelivered'  the daemon took the lease for a consumer that was gone
+--                  before it got it: nobody saw the job, so the attempt is
+--                  returned and no error is recorded.
 -- KEYS:  the standard ten (lib.lua).
--- ARGV:  1 prefix, 2 reason (recorded as the row's error), 3 mode
---        ('delivered' or 'undelivered'), then pairs (job id, lease token).
+-- ARGV:  1 prefix, 2 reason, 3 mode, then pairs (job id, lease token).
 -- Returns one status per pair: 'pending', 'dead', 'ENOJOB' or 'ELEASE'.
 if #ARGV < 5 or #ARGV % 2 ~= 1 then
   return redis.error_reply('EARG reason, mode and (job, lease) pairs expected')
 end
-local undelivered = ARGV[3] == 'undelivered'
-if not undelivered and ARGV[3] ~= 'delivered' then
-  return redis.error_reply('EARG mode must be delivered or undelivered')
+local mode = ARGV[3]
+if mode ~= 'delivered' and mode ~= 'returned' and mode ~= 'undelivered' then
+  return redis.error_reply('EARG mode must be delivered, returned or undelivered')
 end
 local now = now_ms()
 local out = {}
@@ -23,8 +27,10 @@ for i = 4, #ARGV, 2 do
   local g, err = check_lease(id, ARGV[i + 1])
   if not g then
     out[#out + 1] = err
-  elseif undelivered then
+  elseif mode == 'undelivered' then
     out[#out + 1] = give_back(id, g, now)
+  elseif mode == 'returned' then
+    out[#out + 1] = give_back(id, g, now, ARGV[2])
   else
     leave_active(id, g)
     out[#out + 1] = requeue(id, g, ARGV[2], now)

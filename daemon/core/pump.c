@@ -92,7 +92,7 @@ static void hand_out(struct queue *q, bool flat, uint64_t lease_ms, const struct
  * answer start again from the head instead of trusting a saved next. */
 static void handed_out(struct queue *q, size_t got, uint64_t lease_ms, struct queue_pairs *orphans)
 {
-    queue_release(q, orphans->n, orphans->v, "consumer gone", false);
+    queue_release(q, orphans->n, orphans->v, "consumer gone", STORE_RELEASE_UNDELIVERED);
     free(orphans->v);
     if (got > 0)
         queue_due_in(q, lease_ms);

@@ -97,13 +97,13 @@ static void release_cb(void *priv, const struct store_status *st, size_t n,
 }
 
 void queue_release(struct queue *q, size_t n, const struct store_pair *pairs, const char *reason,
-                   bool delivered)
+                   enum store_release_mode mode)
 {
     if (n == 0)
         return;
     q->count.released += n;
-    if (store_release(queue_store(q), reason, delivered, n, pairs, release_cb,
-                      (void *)(uintptr_t)n) != 0) {
+    if (store_release(queue_store(q), reason, mode, n, pairs, release_cb, (void *)(uintptr_t)n) !=
+        0) {
         struct store_status st = {WIRE_EUNAVAILABLE, "the backend is unavailable"};
         release_cb((void *)(uintptr_t)n, &st, 0, NULL);
     }

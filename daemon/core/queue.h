@@ -106,12 +106,11 @@ int queue_complete(struct queue *q, const struct queue_completion *c);
 /* Send this turn's batch now (engine_flush, queue_store). */
 void queue_flush(struct queue *q);
 
-/* Give n leases back at once (a connection closed; the strings are
- * copied). delivered false: the jobs never reached anyone (their consumer
- * went away while the claim was in flight), so their attempt is given
- * back and no error recorded. */
+/* Give n leases back at once (a connection closed, or their consumer
+ * went away while the claim was in flight; the strings are copied), with
+ * the attempt as mode says (store_release_mode). */
 void queue_release(struct queue *q, size_t n, const struct store_pair *pairs, const char *reason,
-                   bool delivered);
+                   enum store_release_mode mode);
 
 /* A growing list of (job, lease) pairs; free(v) when done. */
 struct queue_pairs {

@@ -336,7 +336,7 @@ static void claim_cb(void *priv, const struct store_status *st, const struct sto
         for (size_t i = 0; i < res->n; i++)
             if (queue_pairs_add(&pairs, res->jobs[i].id, res->jobs[i].lease) != 0)
                 break; /* the rest come back when their lease expires */
-        queue_release(r->q, pairs.n, pairs.v, "connection closed", false);
+        queue_release(r->q, pairs.n, pairs.v, "connection closed", STORE_RELEASE_UNDELIVERED);
         free(pairs.v);
         req_ok(r, NULL);
         return;
@@ -375,7 +375,7 @@ static void claim_cb(void *priv, const struct store_status *st, const struct sto
     if (back.n > 0)
         log_event(LOG_WARN, "out of memory: leased jobs are given back", "client=%s jobs=%zu",
                   c->addr, back.n);
-    queue_release(r->q, back.n, back.v, "out of memory", false);
+    queue_release(r->q, back.n, back.v, "out of memory", STORE_RELEASE_UNDELIVERED);
     free(back.v);
     reply_end_array(&line);
     if (res->n > 0) /* reap on time if the worker lets these run out */
@@ -540,7 +540,7 @@ static void cmd_release(struct req *r)
 {
     const char *why = request_string(r->root, "error", NULL);
     struct store_pair pair = {cmd_str(r, "job"), cmd_str(r, "lease")};
-    if (store_release(queue_store(r->q), why ? why : "released by the worker", true, 1, &pair,
+    if (store_release(queue_store(r->q), why ? why : "released by the worker", STORE_RELEASE_RETURNED, 1, &pair,
                       release_cb, r) != 0)
         req_error(r, WIRE_EUNAVAILABLE, "the backend is unavailable");
 }

@@ -84,7 +84,7 @@ static bool take(struct waiter *w, const struct store_job *sj, long long deadlin
         struct store_pair back = {sj->id, sj->lease};
         log_event(LOG_WARN, "out of memory: a leased job is given back", "client=%s queue=%s",
                   c->addr, w->q->name);
-        queue_release(w->q, 1, &back, "out of memory", false);
+        queue_release(w->q, 1, &back, "out of memory", STORE_RELEASE_UNDELIVERED);
         return true;
     }
     queue_job_view(w->q, sj, deadline, &j);

@@ -227,10 +227,15 @@ int store_complete(struct store_queue *sq, uint64_t retention_ms, size_t n,
     return send_pairs(sq, SCRIPT_COMPLETE, 1, head, n, pairs, cb, priv);
 }
 
-int store_release(struct store_queue *sq, const char *reason, bool delivered, size_t n,
-                  const struct store_pair *pairs, store_outcomes_cb *cb, void *priv)
+int store_release(struct store_queue *sq, const char *reason, enum store_release_mode mode,
+                  size_t n, const struct store_pair *pairs, store_outcomes_cb *cb, void *priv)
 {
-    const char *head[] = {reason, delivered ? "delivered" : "undelivered"};
+    static const char *const words[] = {
+        [STORE_RELEASE_COUNTED] = "delivered",
+        [STORE_RELEASE_RETURNED] = "returned",
+        [STORE_RELEASE_UNDELIVERED] = "undelivered",
+    };
+    const char *head[] = {reason, words[mode]};
     return send_pairs(sq, SCRIPT_RELEASE, 2, head, n, pairs, cb, priv);
 }
 

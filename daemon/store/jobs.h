@@ -64,11 +64,23 @@ typedef void store_outcomes_cb(void *priv, const struct store_status *st, size_t
 int store_complete(struct store_queue *sq, uint64_t retention_ms, size_t n,
                    const struct store_pair *pairs, store_outcomes_cb *cb, void *priv);
 
+/* What a release does with the attempt (lua/release.lua's modes). */
+enum store_release_mode {
+    /* The holder went away (its connection closed): the attempt counts,
+     * reason is recorded, and a job whose attempts are spent goes dead. */
+    STORE_RELEASE_COUNTED,
+    /* The holder gave it back on purpose (the release op: a worker
+     * stopping): the attempt is returned, reason recorded; never dead. */
+    STORE_RELEASE_RETURNED,
+    /* Nobody saw the job (its consumer was gone before the lease reached
+     * it): the attempt is returned and nothing recorded. */
+    STORE_RELEASE_UNDELIVERED,
+};
+
 /* Give n leases back at once (STORE_PENDING, _DEAD, _ELEASE or _ENOJOB
- * each), recording reason. delivered false: nobody saw the jobs (their
- * consumer was gone), so their attempt is given back. */
-int store_release(struct store_queue *sq, const char *reason, bool delivered, size_t n,
-                  const struct store_pair *pairs, store_outcomes_cb *cb, void *priv);
+ * each), recording reason as mode says. */
+int store_release(struct store_queue *sq, const char *reason, enum store_release_mode mode,
+                  size_t n, const struct store_pair *pairs, store_outcomes_cb *cb, void *priv);
 
 /* A failed attempt: outcome STORE_DELAYED, _PENDING or _DEAD, or st->code
  * WIRE_ELEASE / WIRE_ENOJOB. */

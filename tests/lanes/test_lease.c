@@ -295,6 +295,37 @@ LANE_TEST(lease, release_returns_jobs_at_once_with_the_attempt_counted)
     cr_assert_str_eq(err, "connection closed");
 }
 
+/* Assert that job's row field is want. */
+static void expect_field(const char *job, const char *field, const char *want)
+{
+    char v[64];
+    fx_row(job, field, v, sizeof(v));
+    cr_assert_str_eq(v, want, "%s's %s is \"%s\", want \"%s\"", job, field, v, want);
+}
+
+/* A worker giving a job back on purpose (the release op) returns the
+ * attempt: a job allowed one attempt goes back to its lane, not dead, and
+ * is served again as a first attempt; the reason is on the row. */
+LANE_TEST(lease, a_returned_release_gives_the_attempt_back_and_never_dead_letters)
+{
+    cr_assert_eq(fx_enqueue_delayed("JOB1", "TENa", 0, 1), 1);
+    struct leased j;
+    cr_assert_eq(fx_claim(1, 30000, &j, NULL), 1);
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_RELEASE, "worker shutting down", "returned",
+                               j.job, j.lease, NULL);
+    cr_assert_eq(r->elements, 1);
+    cr_assert_str_eq(r->element[0]->str, "pending", "not dead: the attempt came back");
+    freeReplyObject(r);
+    expect_field("JOB1", "attempts", "0");
+    expect_field("JOB1", "error", "worker shutting down");
+    struct leased again;
+    cr_assert_eq(fx_claim(1, 30000, &again, NULL), 1);
+    cr_assert_eq(again.attempt, 1);
+    char code[32];
+    fx_error(code, sizeof(code), SCRIPT_RELEASE, "why", "sideways", again.job, again.lease, NULL);
+    cr_assert_str_eq(code, "EARG", "an unknown mode is refused");
+}
+
 LANE_TEST(lease, reap_dead_letters_when_attempts_are_spent)
 {
     cr_assert_eq(fx_enqueue_delayed("JOB1", NULL, 0, 1), 1);
@@ -304,11 +335,8 @@ LANE_TEST(lease, reap_dead_letters_when_attempts_are_spent)
     redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_REAP, "100", NULL);
     cr_assert_eq(r->element[0]->integer, 1);
     freeReplyObject(r);
-    char v[64];
-    fx_row("JOB1", "state", v, sizeof(v));
-    cr_assert_str_eq(v, "dead");
-    fx_row("JOB1", "error", v, sizeof(v));
-    cr_assert_str_eq(v, "lease expired");
+    expect_field("JOB1", "state", "dead");
+    expect_field("JOB1", "error", "lease expired");
 }
 
 LANE_TEST(lease, reap_is_bounded_per_call)
