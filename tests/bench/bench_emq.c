@@ -140,7 +140,7 @@ static void on_push(struct bench_conn *c, const char *p, const char *end)
 {
     struct bench *b = c->b;
     uint64_t now = uv_hrtime();
-    size_t jlen, llen, glen = 0;
+    size_t jlen = 0, llen = 0, glen = 0; /* -O3 cannot see str_field sets them */
     const char *job = str_field(p, end, "\"job\":\"", &jlen);
     const char *lease = str_field(p, end, "\"lease\":\"", &llen);
     const char *group = str_field(p, end, "\"group\":\"", &glen);
