@@ -26,22 +26,9 @@
  * code - EMQ_ECLIENT (library codes). */
 static const char *const emq_server_names[] = {
     [EMQ_OK] = "OK",
-    [EMQ_EPROTO] = "EPROTO",
-    [EMQ_EUNKNOWN] = "EUNKNOWN",
-    [EMQ_EARG] = "EARG",
-    [EMQ_EKIND] = "EKIND",
-    [EMQ_EBRAND] = "EBRAND",
-    [EMQ_EQUEUE] = "EQUEUE",
-    [EMQ_ETOOBIG] = "ETOOBIG",
-    [EMQ_EEMPTY] = "EEMPTY",
-    [EMQ_ENOJOB] = "ENOJOB",
-    [EMQ_ESTATE] = "ESTATE",
-    [EMQ_ELEASE] = "ELEASE",
-    [EMQ_EAUTH] = "EAUTH",
-    [EMQ_EUNAVAILABLE] = "EUNAVAILABLE",
-    [EMQ_EINTERNAL] = "EINTERNAL",
-    [EMQ_ELIMIT] = "ELIMIT",
-    [EMQ_EFULL] = "EFULL",
+#define EMQ_ERROR(name, summary, class) [EMQ_E##name] = "E" #name,
+#include "emq_errors.def"
+#undef EMQ_ERROR
 };
 
 static const char *const emq_client_names[] = {

@@ -32,23 +32,11 @@ extern "C" {
  * "ELEASE"); see emq_code_name() and emq_code_from_name(). */
 enum emq_code {
     EMQ_OK = 0,
-    /* Server error codes (protocol section 3). */
-    EMQ_EPROTO,
-    EMQ_EUNKNOWN,
-    EMQ_EARG,
-    EMQ_EKIND,
-    EMQ_EBRAND,
-    EMQ_EQUEUE,
-    EMQ_ETOOBIG,
-    EMQ_EEMPTY,
-    EMQ_ENOJOB,
-    EMQ_ESTATE,
-    EMQ_ELEASE,
-    EMQ_EAUTH,
-    EMQ_EUNAVAILABLE,
-    EMQ_EINTERNAL,
-    EMQ_ELIMIT,
-    EMQ_EFULL,
+/* Server error codes (protocol section 3), EMQ_EPROTO ... EMQ_EFULL,
+ * from the one table (emq_errors.def, installed beside this file). */
+#define EMQ_ERROR(name, summary, class) EMQ_E##name,
+#include "emq_errors.def"
+#undef EMQ_ERROR
     /* Library codes. */
     EMQ_ECLIENT = 100,     /* not a code: the first library code */
     EMQ_EIO = EMQ_ECLIENT, /* cannot connect, or the connection broke */

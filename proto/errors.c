@@ -3,27 +3,14 @@
 
 #include <string.h>
 
-/* One row per code, indexed by the code. */
+/* One row per code, indexed by the code (emq_errors.def). */
 static const struct wire_error_row {
     const char *name;
     const char *summary;
 } wire_errors[WIRE__END] = {
-    [WIRE_EPROTO] = {"EPROTO", "malformed request"},
-    [WIRE_EUNKNOWN] = {"EUNKNOWN", "unknown op"},
-    [WIRE_EARG] = {"EARG", "bad argument"},
-    [WIRE_EKIND] = {"EKIND", "job id must be JOB-namespaced"},
-    [WIRE_EBRAND] = {"EBRAND", "malformed group id"},
-    [WIRE_EQUEUE] = {"EQUEUE", "malformed queue name"},
-    [WIRE_ETOOBIG] = {"ETOOBIG", "line too long"},
-    [WIRE_EEMPTY] = {"EEMPTY", "empty batch"},
-    [WIRE_ENOJOB] = {"ENOJOB", "no such job"},
-    [WIRE_ESTATE] = {"ESTATE", "job is not in a state that allows this"},
-    [WIRE_ELEASE] = {"ELEASE", "lease is not current"},
-    [WIRE_EAUTH] = {"EAUTH", "not authorized"},
-    [WIRE_EUNAVAILABLE] = {"EUNAVAILABLE", "backend unavailable"},
-    [WIRE_EINTERNAL] = {"EINTERNAL", "internal error"},
-    [WIRE_ELIMIT] = {"ELIMIT", "limit reached"},
-    [WIRE_EFULL] = {"EFULL", "the store is full"},
+#define EMQ_ERROR(name, summary, class) [WIRE_E##name] = {"E" #name, summary},
+#include "emq_errors.def"
+#undef EMQ_ERROR
 };
 
 bool wire_error_valid(int e)

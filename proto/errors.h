@@ -7,26 +7,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* The wire error codes. They start at 1, so 0 can mean "no error" and a
+/* The wire error codes (WIRE_EPROTO, WIRE_ELEASE, ...), from the one
+ * table, emq_errors.def. They start at 1, so 0 can mean "no error" and a
  * proto function can return one as its positive, expected condition. */
 enum wire_error {
-    WIRE_EPROTO = 1,   /* the line is not a well-formed request */
-    WIRE_EUNKNOWN,     /* no such op */
-    WIRE_EARG,         /* an argument is missing, unknown, mistyped or out of range */
-    WIRE_EKIND,        /* a job id that is not JOB-namespaced */
-    WIRE_EBRAND,       /* a malformed group id */
-    WIRE_EQUEUE,       /* a malformed queue name */
-    WIRE_ETOOBIG,      /* the line is longer than the limit */
-    WIRE_EEMPTY,       /* an empty batch */
-    WIRE_ENOJOB,       /* no such job */
-    WIRE_ESTATE,       /* the job is not in a state that allows the move */
-    WIRE_ELEASE,       /* the lease token is not current */
-    WIRE_EAUTH,        /* not authenticated or not allowed */
-    WIRE_EUNAVAILABLE, /* the backend cannot be reached in time */
-    WIRE_EINTERNAL,    /* a bug or an unexpected backend reply */
-    WIRE_ELIMIT,       /* a configured limit was reached */
-    WIRE_EFULL,        /* the store has no room: Redis is out of memory */
-    WIRE__END          /* one past the last code */
+#define EMQ_ERROR(name, summary, class) WIRE_E##name,
+    WIRE__BEFORE_FIRST, /* 0: no error */
+#include "emq_errors.def"
+#undef EMQ_ERROR
+    WIRE__END /* one past the last code */
 };
 
 /* The wire word of e ("ELEASE"), or NULL when e is not a code. */

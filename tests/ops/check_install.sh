@@ -26,6 +26,19 @@ for pattern in "$prefix/sbin/emqd" "$prefix/bin/emqctl" "$prefix/share/man/man8/
         echo "installed: ${found#.}"
     fi
 done
+# libemq's header compiles from where it was installed alone: emq.h
+# includes the error table installed beside it (emq_errors.def).
+inc=$(find "$dest" -name emq.h -path "*/include/*" | head -1)
+if [ -z "$inc" ] || [ ! -f "$(dirname "$inc")/emq_errors.def" ]; then
+    echo "missing: include/emq.h with emq_errors.def beside it"
+    fail=1
+elif printf '#include <emq.h>\nint main(void) { return EMQ_EFULL > EMQ_EPROTO ? 0 : 1; }\n' |
+        ${CC:-cc} -x c -fsyntax-only -I"$(dirname "$inc")" $(pkg-config --cflags jansson) - ; then
+    echo "installed: ${inc#$dest} compiles on its own"
+else
+    echo "the installed emq.h does not compile on its own"
+    fail=1
+fi
 conf=$(find "$dest" -path "*/etc/emqd/emqd.conf" | head -1)
 unit=$(find "$dest" -name emqd.service | head -1)
 if [ -n "$unit" ] && [ -n "$conf" ]; then
