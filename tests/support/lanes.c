@@ -3,9 +3,24 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define LANES_ARGS_MAX 512
+#define SHEBANG        "#!lua\n"
+
+static enum lanes_mode mode = LANES_SHIPPED;
+static unsigned long calls[SCRIPT__COUNT];
+
+void lanes_set_mode(enum lanes_mode m)
+{
+    mode = m;
+}
+
+unsigned long lanes_calls(enum script_id id)
+{
+    return calls[id];
+}
 
 static redisReply *run(redisContext *c, const char *verb, const char *body, size_t body_len,
                        const struct keys *k, int nargs, const char *const *args)
@@ -27,10 +42,29 @@ static redisReply *run(redisContext *c, const char *verb, const char *body, size
     return redisCommandArgv(c, n, argv, lens);
 }
 
+/* EVAL of s's source under SHEBANG (LANES_STRICT, for a script that has
+ * no shebang of its own). */
+static redisReply *run_strict(redisContext *c, const struct script *s, const struct keys *k,
+                              int nargs, const char *const *args)
+{
+    size_t head = strlen(SHEBANG);
+    char *body = malloc(head + s->length);
+    if (body == NULL)
+        return NULL;
+    memcpy(body, SHEBANG, head);
+    memcpy(body + head, s->source, s->length);
+    redisReply *r = run(c, "EVAL", body, head + s->length, k, nargs, args);
+    free(body);
+    return r;
+}
+
 redisReply *lanes_callv(redisContext *c, const struct keys *k, enum script_id id, int nargs,
                         const char *const *args)
 {
     const struct script *s = &script_table[id];
+    calls[id]++;
+    if (mode == LANES_STRICT && strncmp(s->source, "#!", 2) != 0)
+        return run_strict(c, s, k, nargs, args);
     redisReply *r = run(c, "EVALSHA", s->sha1, 40, k, nargs, args);
 
     if (r != NULL && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
@@ -40,15 +74,22 @@ redisReply *lanes_callv(redisContext *c, const struct keys *k, enum script_id id
     return r;
 }
 
-redisReply *lanes_call(redisContext *c, const struct keys *k, enum script_id id, ...)
+redisReply *lanes_vcall(redisContext *c, const struct keys *k, enum script_id id, va_list ap)
 {
     const char *args[LANES_ARGS_MAX];
     int n = 0;
+
+    for (const char *a; n < LANES_ARGS_MAX && (a = va_arg(ap, const char *)) != NULL;)
+        args[n++] = a;
+    return lanes_callv(c, k, id, n, args);
+}
+
+redisReply *lanes_call(redisContext *c, const struct keys *k, enum script_id id, ...)
+{
     va_list ap;
 
     va_start(ap, id);
-    for (const char *a; n < LANES_ARGS_MAX && (a = va_arg(ap, const char *)) != NULL;)
-        args[n++] = a;
+    redisReply *r = lanes_vcall(c, k, id, ap);
     va_end(ap);
-    return lanes_callv(c, k, id, n, args);
+    return r;
 }

@@ -3,6 +3,8 @@
 #ifndef EMQ_TEST_LANES_H
 #define EMQ_TEST_LANES_H
 
+#include <stdarg.h>
+
 #include <hiredis/hiredis.h>
 
 #include "keys.h"
@@ -13,8 +15,26 @@
  * once. Returns the reply (caller frees) or NULL on a connection error. */
 redisReply *lanes_call(redisContext *c, const struct keys *k, enum script_id id, ...);
 
+/* The same with the arguments in a va_list (for wrappers). */
+redisReply *lanes_vcall(redisContext *c, const struct keys *k, enum script_id id, va_list ap);
+
 /* The same with an argument vector (nargs strings). */
 redisReply *lanes_callv(redisContext *c, const struct keys *k, enum script_id id, int nargs,
                         const char *const *args);
+
+/* How lanes_call sends a script. LANES_SHIPPED: as emqd does (EVALSHA of
+ * the embedded source, loaded on NOSCRIPT). LANES_STRICT: EVAL of the
+ * source under a "#!lua" shebang when it has none. On a Redis Cluster node
+ * a script without a shebang may touch an undeclared key of another slot
+ * that the node also serves (Redis lets such scripts through, for
+ * compatibility); under a shebang Redis refuses every key outside the one
+ * slot of its KEYS, so a test running strict sees any cross-slot key. The
+ * mode lasts until changed (per test process). */
+enum lanes_mode { LANES_SHIPPED, LANES_STRICT };
+void lanes_set_mode(enum lanes_mode mode);
+
+/* How many calls of script id this process has sent through lanes, so a
+ * test can show that it ran every script. */
+unsigned long lanes_calls(enum script_id id);
 
 #endif

@@ -33,10 +33,34 @@ int test_free_port(void)
     return port;
 }
 
+pid_t test_spawn(const char *const *argv, const char *out)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid == 0) {
+        /* A test that crashes or times out never runs its teardown: the
+         * child must not outlive the test process. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int devnull = open("/dev/null", O_RDWR);
+        int fd = out != NULL ? open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644) : devnull;
+        if (devnull >= 0)
+            dup2(devnull, STDIN_FILENO);
+        if (fd >= 0) {
+            dup2(fd, STDOUT_FILENO);
+            if (out != NULL)
+                dup2(fd, STDERR_FILENO);
+        }
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
 static pid_t spawn(const struct redis_server *rs, const char *const *extra)
 {
     const char *bin = getenv("REDIS_SERVER") ? getenv("REDIS_SERVER") : "redis-server";
-    char port[16], log[128];
+    char port[16], bus[16], log[128];
     const char *argv[64];
     int n = 0;
 
@@ -55,24 +79,20 @@ static pid_t spawn(const struct redis_server *rs, const char *const *extra)
     argv[n++] = "no";
     argv[n++] = "--logfile";
     argv[n++] = log;
+    if (rs->bus_port > 0) {
+        snprintf(bus, sizeof(bus), "%d", rs->bus_port);
+        argv[n++] = "--cluster-enabled";
+        argv[n++] = "yes";
+        argv[n++] = "--cluster-port";
+        argv[n++] = bus;
+        argv[n++] = "--cluster-config-file"; /* in --dir, one per node */
+        argv[n++] = "nodes.conf";
+    }
     for (; extra != NULL && *extra != NULL && n < 62; extra++)
         argv[n++] = *extra;
     argv[n] = NULL;
 
-    pid_t pid = fork();
-    if (pid == 0) {
-        /* A test that crashes or times out never runs its teardown: the
-         * server must not outlive the test process. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int devnull = open("/dev/null", O_RDWR);
-        if (devnull >= 0) {
-            dup2(devnull, STDIN_FILENO);
-            dup2(devnull, STDOUT_FILENO);
-        }
-        execvp(bin, (char *const *)argv);
-        _exit(127);
-    }
-    return pid;
+    return test_spawn(argv, NULL);
 }
 
 bool test_reaped(pid_t *pid, int *status)
@@ -116,15 +136,28 @@ static int await_ready(struct redis_server *rs)
     return wait_for(ready_or_gone(rs)) && rs->pid > 0 ? 0 : -1;
 }
 
-int redis_server_start(struct redis_server *rs, const char *const *extra)
+/* A free port other than port (the kernel may hand the same one out
+ * twice: each probe's socket is closed before the next). */
+static int other_free_port(int port)
+{
+    int p = test_free_port();
+    for (int i = 0; i < 8 && p == port; i++)
+        p = test_free_port();
+    return p;
+}
+
+static int start(struct redis_server *rs, const char *const *extra, bool node)
 {
     memset(rs, 0, sizeof(*rs));
     snprintf(rs->dir, sizeof(rs->dir), "/tmp/emq-redis-XXXXXX");
     if (mkdtemp(rs->dir) == NULL)
         return -errno;
-    /* The free port can be taken between our probe and redis' bind: retry. */
+    /* A free port can be taken between our probe and redis' bind (the
+     * client port or a node's bus port: redis exits either way): retry. */
     for (int attempt = 0; attempt < 5; attempt++) {
         rs->port = test_free_port();
+        if (node)
+            rs->bus_port = other_free_port(rs->port);
         rs->pid = spawn(rs, extra);
         if (rs->pid < 0)
             return -errno;
@@ -135,8 +168,23 @@ int redis_server_start(struct redis_server *rs, const char *const *extra)
             waitpid(rs->pid, NULL, 0);
             rs->pid = 0;
         }
+        /* A node that got as far as writing its cluster config wrote the
+         * ports that failed: the next attempt starts as a new node. */
+        char conf[sizeof(rs->dir) + 16];
+        snprintf(conf, sizeof(conf), "%s/nodes.conf", rs->dir);
+        unlink(conf);
     }
     return -EADDRINUSE;
+}
+
+int redis_server_start(struct redis_server *rs, const char *const *extra)
+{
+    return start(rs, extra, false);
+}
+
+int redis_server_start_node(struct redis_server *rs, const char *const *extra)
+{
+    return start(rs, extra, true);
 }
 
 void redis_server_kill(struct redis_server *rs)

@@ -11,6 +11,7 @@
 struct redis_server {
     pid_t pid;
     int port;
+    int bus_port; /* a cluster node's bus port (--cluster-port), else 0 */
     char dir[64];
 };
 
@@ -19,11 +20,17 @@ struct redis_server {
  * (e.g. "--appendonly", "yes") or NULL. Returns 0 or -errno. */
 int redis_server_start(struct redis_server *rs, const char *const *extra);
 
+/* The same for a Redis Cluster node: cluster mode on, with its own
+ * cluster-config-file in rs->dir and a second free port, rs->bus_port,
+ * for the cluster bus (redis_cluster.h joins the nodes into a cluster). */
+int redis_server_start_node(struct redis_server *rs, const char *const *extra);
+
 /* SIGKILL the server (a crash, for fault tests) and reap it; the directory
  * stays so a restart finds its AOF. */
 void redis_server_kill(struct redis_server *rs);
 
-/* Start it again on the same port and directory (after redis_server_kill). */
+/* Start it again on the same port and directory (after redis_server_kill);
+ * a cluster node keeps its bus port and its cluster-config-file. */
 int redis_server_restart(struct redis_server *rs, const char *const *extra);
 
 /* Stop it (SIGTERM, then reap) and remove its directory. */
@@ -48,6 +55,13 @@ long long redis_info_int(redisContext *c, const char *section, const char *key);
 /* True if the child *pid has exited: it is reaped, its wait status goes
  * into *status (may be NULL) and *pid becomes 0. Never blocks. */
 bool test_reaped(pid_t *pid, int *status);
+
+/* Fork and exec argv (NULL-terminated; argv[0] is looked up in PATH
+ * unless it has a slash) with stdin from /dev/null, and stdout to
+ * /dev/null, or stdout and stderr to the file out (created or truncated)
+ * when out is not NULL. The child dies with the test process. Returns its
+ * pid, or -errno. */
+pid_t test_spawn(const char *const *argv, const char *out);
 
 /* A free TCP port on 127.0.0.1 (the kernel picks it). */
 int test_free_port(void);

@@ -1,0 +1,161 @@
+/* cluster_fixture: see cluster_fixture.h. */
+#include "cluster_fixture.h"
+
+#include <criterion/criterion.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wait.h"
+
+struct redis_cluster cf_cluster;
+
+void cf_setup(void)
+{
+    cr_assert_eq(redis_cluster_start(&cf_cluster, 3, 1), 0, "the cluster did not start");
+}
+
+void cf_teardown(void)
+{
+    redisFree(fx_conn);
+    fx_conn = NULL;
+    redis_cluster_stop(&cf_cluster);
+}
+
+void cf_use(const struct cf_queue *q)
+{
+    redisFree(fx_conn);
+    fx_conn = redis_cluster_connect(&cf_cluster, q->node);
+    cr_assert_not_null(fx_conn, "cannot connect to node %d", q->node);
+    cr_assert_eq(keys_init(&fx_q, q->name, strlen(q->name)), 0);
+}
+
+void cf_place_queues(struct cf_queue *out, int per)
+{
+    int owners[REDIS_CLUSTER_NODES_MAX], count[REDIS_CLUSTER_NODES_MAX] = {0}, nowners = 0;
+    int done = 0;
+    for (int k = 0; done < cf_cluster.masters * per; k++) {
+        cr_assert_lt(k, 10000, "no queue name found on every master");
+        char name[16];
+        snprintf(name, sizeof(name), "c%d", k);
+        int node = redis_cluster_node_for_slot(&cf_cluster, redis_cluster_slot(name, strlen(name)));
+        cr_assert_geq(node, 0, "no master serves the slot of %s", name);
+        int m = 0;
+        while (m < nowners && owners[m] != node)
+            m++;
+        if (m == nowners)
+            owners[nowners++] = node;
+        cr_assert_leq(nowners, cf_cluster.masters, "more masters serve slots than were made");
+        if (count[m] == per)
+            continue;
+        struct cf_queue *p = &out[m * per + count[m]++];
+        snprintf(p->name, sizeof(p->name), "%s", name);
+        p->node = node;
+        done++;
+    }
+}
+
+bool cf_refused(const redisReply *r)
+{
+    static const char *const codes[] = {"CROSSSLOT", "MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"};
+    if (r == NULL || r->type != REDIS_REPLY_ERROR)
+        return false;
+    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+        if (strncmp(r->str, codes[i], strlen(codes[i])) == 0)
+            return true;
+    return strstr(r->str, "non local key") != NULL || strstr(r->str, "same slot") != NULL;
+}
+
+redisReply *cf_call(enum script_id id, ...)
+{
+    va_list ap;
+    va_start(ap, id);
+    redisReply *r = lanes_vcall(fx_conn, &fx_q, id, ap);
+    va_end(ap);
+    cr_assert_not_null(r, "%s: connection error: %s", script_table[id].name, fx_conn->errstr);
+    cr_assert_neq(r->type, REDIS_REPLY_ERROR, "%s on %s: %s%s", script_table[id].name, fx_q.prefix,
+                  r->str, cf_refused(r) ? " (a cluster refusal: it left its slot)" : "");
+    return r;
+}
+
+redisReply *cf_array(size_t n, enum script_id id, ...)
+{
+    va_list ap;
+    va_start(ap, id);
+    redisReply *r = lanes_vcall(fx_conn, &fx_q, id, ap);
+    va_end(ap);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY, "%s on %s: %s", script_table[id].name,
+              fx_q.prefix, r != NULL && r->str != NULL ? r->str : "not an array");
+    cr_assert_eq(r->elements, n, "%s: %zu elements, want %zu", script_table[id].name, r->elements,
+                 n);
+    return r;
+}
+
+long long cf_int_at(const redisReply *r, size_t i)
+{
+    cr_assert_eq(r->element[i]->type, REDIS_REPLY_INTEGER, "element %zu is not an integer", i);
+    return r->element[i]->integer;
+}
+
+void cf_expect_str_at(const redisReply *r, size_t i, const char *want)
+{
+    const redisReply *e = r->element[i];
+    cr_assert(e->type == REDIS_REPLY_STRING || e->type == REDIS_REPLY_STATUS,
+              "element %zu is not a string", i);
+    cr_assert_str_eq(e->str, want, "element %zu is %s, want %s", i, e->str, want);
+}
+
+long long cf_key_int(const char *cmd, const char *key)
+{
+    redisReply *r = redisCommand(fx_conn, "%s %s", cmd, key);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_INTEGER, "%s %s failed", cmd, key);
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+void cf_expect_row(const char *job, const char *field, const char *want)
+{
+    char v[128];
+    fx_row(job, field, v, sizeof(v));
+    cr_assert_str_eq(v, want, "%s's %s is \"%s\", want \"%s\"", job, field, v, want);
+}
+
+bool cf_row_exists(const char *job)
+{
+    char key[KEYS_PREFIX_MAX + 80];
+    snprintf(key, sizeof(key), "%sjob:%s", fx_q.prefix, job);
+    return cf_key_int("EXISTS", key) == 1;
+}
+
+struct leased cf_claim_one(bool flat, long long lease_ms)
+{
+    struct leased l[1];
+    size_t n = flat ? fx_claim_flat(1, lease_ms, l) : fx_claim(1, lease_ms, l, NULL);
+    cr_assert_eq(n, 1, "nothing to claim");
+    return l[0];
+}
+
+void cf_complete(const struct leased *l)
+{
+    char st[32];
+    fx_complete(l->job, l->lease, st, sizeof(st));
+    cr_assert_str_eq(st, "completed", "%s: %s", l->job, st);
+}
+
+void cf_settle(void)
+{
+    struct leased l[16];
+    size_t n;
+    while ((n = fx_claim(16, 60000, l, NULL)) > 0 || (n = fx_claim_flat(16, 60000, l)) > 0)
+        for (size_t i = 0; i < n; i++)
+            cf_complete(&l[i]);
+}
+
+void cf_await_lease_out(const char *job)
+{
+    char until[32];
+    fx_row(job, "lease_until", until, sizeof(until));
+    fx_await_past(atoll(until));
+}
