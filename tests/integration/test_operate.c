@@ -873,6 +873,9 @@ Test(operate, connections_waiting_to_say_hello_are_capped)
     const char *const extra[] = {"--token", "sesame", "--max-unauthed", "2", NULL};
     start_logged(extra);
     await_log("msg=ready");
+    /* The start-up probe's connection (emqd_start connects to see emqd
+     * listen) counts until the daemon has seen it close. */
+    await(emqd_metric(&fx_emqd, "emqd_connections") == 0, "the start-up probe's connection gone");
     struct tc_conn *a = fx_conn(), *b = fx_conn();
     json_decref(OK(a, "{\"op\":\"ping\"}"));
     json_decref(OK(b, "{\"op\":\"ping\"}"));
