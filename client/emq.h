@@ -293,7 +293,8 @@ int emq_resume(struct emq *c, const char *queue, const char *group, bool *change
  * EMQ_ID_SIZE bytes) receives the source group, "" when it was ungrouped. */
 int emq_reassign(struct emq *c, const char *queue, const char *job, const char *group, char *from);
 
-/* Delete a group's pending backlog (5.16); *drained (may be NULL): how many. */
+/* Delete a group's pending backlog, or with group NULL the flat one
+ * (5.16); *drained (may be NULL): how many. */
 int emq_drain(struct emq *c, const char *queue, const char *group, long long *drained);
 
 /* Pending jobs in group's lane, or with group NULL the flat set (5.17). */

@@ -98,7 +98,7 @@ int emq_reassign(struct emq *c, const char *queue, const char *job, const char *
 
 int emq_drain(struct emq *c, const char *queue, const char *group, long long *drained)
 {
-    return call_int(c, group != NULL ? group_req("drain", queue, group) : NULL, "drained", drained);
+    return call_int(c, group_req("drain", queue, group), "drained", drained);
 }
 
 int emq_depth(struct emq *c, const char *queue, const char *group, long long *depth)

@@ -218,13 +218,18 @@ static int cmd_reassign(struct ctl *ctl)
 static int cmd_drain(struct ctl *ctl)
 {
     char q[256];
-    snprintf(q, sizeof(q), "Delete every pending job of group %s in queue %s?", ctl->pos[1],
-             QUEUE(ctl));
+    const char *group = ctl->npos > 1 ? ctl->pos[1] : NULL;
+    if (group != NULL)
+        snprintf(q, sizeof(q), "Delete every pending job of group %s in queue %s?", group,
+                 QUEUE(ctl));
+    else
+        snprintf(q, sizeof(q), "Delete every pending ungrouped job of queue %s?", QUEUE(ctl));
     int rc = ctl_confirm(ctl, q);
     if (rc != 0)
         return rc;
     json_t *req = ctl_req("drain", QUEUE(ctl));
-    json_object_set_new(req, "group", json_string(ctl->pos[1]));
+    if (group != NULL)
+        json_object_set_new(req, "group", json_string(group));
     return cmd_count(ctl, req, "drained", "drained", "job");
 }
 
@@ -387,10 +392,11 @@ const struct ctl_cmd ctl_cmd_table[] = {
     {"resume", "QUEUE GROUP", "serve a paused group again", NULL, 2, 2, 0, false, cmd_resume},
     {"reassign", "QUEUE JOB GROUP", "move a pending job to another group", NULL, 3, 3, 0, false,
      cmd_reassign},
-    {"drain", "QUEUE GROUP", "delete a group's pending jobs (asks first)",
-     "Asks for confirmation on a terminal; without a terminal on stdin it refuses\n"
-     "(exit 2) unless --yes is given.\n",
-     2, 2, CTL_F(CTL_O_YES), true, cmd_drain},
+    {"drain", "QUEUE [GROUP]", "delete a group's pending jobs, or the ungrouped ones (asks first)",
+     "Without GROUP it deletes the queue's pending ungrouped (flat) jobs. Asks for\n"
+     "confirmation on a terminal; without a terminal on stdin it refuses (exit 2)\n"
+     "unless --yes is given.\n",
+     1, 2, CTL_F(CTL_O_YES), true, cmd_drain},
     {"reap", "QUEUE [GROUP]", "recover expired leases now (queue-wide or one group)", NULL, 1, 2, 0,
      true, cmd_reap},
     {"job", "QUEUE JOB", "show one job's row", NULL, 2, 2, 0, false, cmd_job},

@@ -341,7 +341,7 @@ const struct cmd cmd_admin[] = {
     {"pause", group_spec, cmd_pause, CMD_QUEUE},
     {"resume", group_spec, cmd_resume, CMD_QUEUE},
     {"reassign", reassign_spec, cmd_reassign, CMD_QUEUE},
-    {"drain", group_spec, cmd_drain, CMD_QUEUE | CMD_BARRIER},
+    {"drain", opt_group_spec, cmd_drain, CMD_QUEUE | CMD_BARRIER},
     {"depth", opt_group_spec, cmd_depth, CMD_QUEUE | CMD_READ},
     {"reap", opt_group_spec, cmd_reap, CMD_QUEUE},
     {"stats", queue_spec, cmd_stats, CMD_QUEUE | CMD_READ},

@@ -207,7 +207,7 @@ Test(emqctl_usage, help_for_the_program_and_every_command)
     /* -h works before the command too, and wins over a bad line. */
     r = run_ctl(NULL, NULL, 0, (const char *const[]){"-h", "drain", "q", NULL});
     assert_exit(r, 0);
-    assert_has(r.out, "usage: emqctl [global options] drain QUEUE GROUP");
+    assert_has(r.out, "usage: emqctl [global options] drain QUEUE [GROUP]");
     assert_has(r.out, "--yes");
     run_free(&r);
 }
@@ -590,6 +590,27 @@ Test(emqctl, levers_change_the_queue)
     tc_close(c);
 }
 
+/* emqctl drain q [GROUP] with stdin not a terminal and no --yes: refused,
+ * exit 2, nothing printed on stdout. */
+static void drain_refused(const char *group)
+{
+    struct run r = group ? CTL("drain", "q", group) : CTL("drain", "q");
+    assert_exit(r, 2);
+    assert_has(r.err, "--yes");
+    assert_has(r.err, "not a terminal");
+    cr_assert_str_empty(r.out);
+    run_free(&r);
+}
+
+/* The same with --yes: it drains and prints want. */
+static void drain_yes(const char *group, const char *want)
+{
+    struct run r = group ? CTL("drain", "q", group, "--yes") : CTL("drain", "q", "--yes");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, want);
+    run_free(&r);
+}
+
 Test(emqctl, drain_refuses_without_yes_then_drains)
 {
     struct tc_conn *c = fx_conn();
@@ -598,27 +619,26 @@ Test(emqctl, drain_refuses_without_yes_then_drains)
     enqueue(c, "JOBs3", "TENspam");
     enqueue(c, "JOBk1", "TENkeep");
 
-    struct run r = CTL("drain", "q", "TENspam");
-    assert_exit(r, 2);
-    assert_has(r.err, "--yes");
-    assert_has(r.err, "not a terminal");
-    cr_assert_str_empty(r.out);
-    run_free(&r);
+    drain_refused("TENspam");
     cr_assert_eq(depth(c, "TENspam"), 3, "a refused drain changes nothing");
-
-    r = CTL("drain", "q", "TENspam", "--yes");
-    assert_exit(r, 0);
-    cr_assert_str_eq(r.out, "drained 3 jobs\n");
-    run_free(&r);
+    drain_yes("TENspam", "drained 3 jobs\n");
     cr_assert_eq(depth(c, "TENspam"), 0);
     cr_assert_eq(depth(c, "TENkeep"), 1, "the sibling is untouched");
 
-    r = CTL("--json", "-y", "drain", "q", "TENkeep");
+    struct run r = CTL("--json", "-y", "drain", "q", "TENkeep");
     assert_exit(r, 0);
     json_t *j = json_line(r.out, 0);
     cr_assert_eq(jint(j, "drained"), 1);
     json_decref(j);
     run_free(&r);
+
+    /* Without a group: the ungrouped jobs, asking the same way. */
+    json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":1}"));
+    json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"q\",\"payload\":2}"));
+    enqueue(c, "JOBk2", "TENkeep");
+    drain_refused(NULL);
+    drain_yes(NULL, "drained 2 jobs\n");
+    cr_assert_eq(depth(c, "TENkeep"), 1, "a group is untouched by the flat drain");
     tc_close(c);
 }
 

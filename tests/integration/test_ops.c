@@ -137,6 +137,38 @@ Test(ops, reassign_drain_and_depth)
     tc_close(c);
 }
 
+/* drain without a group empties the flat backlog only: grouped lanes,
+ * a delayed flat job and a leased one stay; a bad group changes nothing. */
+Test(ops, drain_without_a_group_empties_the_flat_backlog)
+{
+    struct tc_conn *c = fx_conn();
+    enqueue(c, "o", "JOBg1", "TENa");
+    for (int i = 0; i < 3; i++)
+        json_decref(
+            OK(c, "{\"op\":\"enqueue\",\"queue\":\"o\",\"job\":\"JOBf%d\",\"payload\":%d}", i, i));
+    json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"o\",\"job\":\"JOBlater\",\"payload\":1,"
+                      "\"delay_ms\":3600000}"));
+    json_t *r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"o\",\"flat\":true}");
+    cr_assert_eq(json_array_size(claim_jobs(r)), 1);
+    json_decref(r);
+    assert_err_free(tc_call(c, "{\"op\":\"drain\",\"queue\":\"o\",\"group\":\"tena\"}"), "EBRAND");
+    r = OK(c, "{\"op\":\"depth\",\"queue\":\"o\"}");
+    cr_assert_eq(jint(r, "depth"), 2, "the bad drain changed nothing");
+    json_decref(r);
+    r = OK(c, "{\"op\":\"drain\",\"queue\":\"o\"}");
+    cr_assert_eq(jint(r, "drained"), 2);
+    json_decref(r);
+    r = OK(c, "{\"op\":\"depth\",\"queue\":\"o\"}");
+    cr_assert_eq(jint(r, "depth"), 0);
+    json_decref(r);
+    cr_assert_eq(depth(c, "TENa"), 1, "a grouped lane is not touched");
+    cr_assert_eq(fx_stat(c, "o", "delayed"), 1);
+    cr_assert_eq(fx_stat(c, "o", "active"), 1);
+    assert_err_free(tc_call(c, "{\"op\":\"job\",\"queue\":\"o\",\"job\":\"JOBf2\"}"), "ENOJOB");
+    assert_check_clean(c, "o");
+    tc_close(c);
+}
+
 Test(ops, fail_extend_job_and_dead_letters)
 {
     struct tc_conn *c = fx_conn();
