@@ -345,6 +345,30 @@ int emq_dead_list(struct emq *c, const char *queue, int limit, json_t **jobs);
 int emq_dead_retry(struct emq *c, const char *queue, const char *job, int limit, long long *count);
 int emq_dead_purge(struct emq *c, const char *queue, const char *job, int limit, long long *count);
 
+/* Which page emq_peek reads (5.24); all zero: the first page of the
+ * flat backlog, 20 jobs. state: "pending" (NULL), "active", "delayed" or
+ * "dead"; group: a lane (pending) or a group's leases (active); cursor:
+ * the previous page's next. */
+struct emq_peek_opts {
+    const char *group;
+    const char *state;
+    const char *cursor;
+    int count; /* 1..1000; 0: the daemon's default */
+};
+
+/* Room for a page's cursor, with its NUL. */
+#define EMQ_CURSOR_MAX 96
+
+/* One page of jobs in service order, with their rows (5.24): *jobs is a
+ * new reference to the array of rows (as emq_job_row's); next receives
+ * the cursor of the next page, "" when no job follows. opts may be NULL. */
+int emq_peek(struct emq *c, const char *queue, const struct emq_peek_opts *opts, json_t **jobs,
+             char next[EMQ_CURSOR_MAX]);
+
+/* Delete one pending or delayed job (5.25); *was (may be NULL) receives
+ * the state it was in. EMQ_ESTATE for a job in another state. */
+int emq_remove(struct emq *c, const char *queue, const char *job, enum emq_state *was);
+
 /* Verify the queue's store invariants (5.23): *violations is a new
  * reference to an array of sentences, empty when all hold. */
 int emq_check(struct emq *c, const char *queue, json_t **violations);

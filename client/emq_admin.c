@@ -244,6 +244,50 @@ int emq_dead_purge(struct emq *c, const char *queue, const char *job, int limit,
     return call_int(c, dead_req("purge", queue, job, limit), "count", count);
 }
 
+int emq_peek(struct emq *c, const char *queue, const struct emq_peek_opts *opts, json_t **jobs,
+             char next[EMQ_CURSOR_MAX])
+{
+    const struct emq_peek_opts none = {0};
+    if (opts == NULL)
+        opts = &none;
+    json_t *req = jobs != NULL && next != NULL ? group_req("peek", queue, opts->group) : NULL;
+    if (req != NULL && opts->state != NULL)
+        json_object_set_new(req, "state", json_string(opts->state));
+    if (req != NULL && opts->cursor != NULL && opts->cursor[0] != '\0')
+        json_object_set_new(req, "cursor", json_string(opts->cursor));
+    if (req != NULL && opts->count != 0)
+        json_object_set_new(req, "count", json_integer(opts->count));
+    json_t *reply;
+    int rc = emq_call(c, req, &reply, 0);
+    json_t *arr = json_object_get(reply, "jobs"), *cur = json_object_get(reply, "cursor");
+    if (rc == EMQ_OK && (!json_is_array(arr) ||
+                         !(json_is_null(cur) || (json_is_string(cur) &&
+                                                 strlen(json_string_value(cur)) < EMQ_CURSOR_MAX))))
+        rc = emq_seterr(c, EMQ_EBADREPLY, "peek reply without jobs and cursor");
+    if (rc == EMQ_OK) {
+        snprintf(next, EMQ_CURSOR_MAX, "%s", json_is_string(cur) ? json_string_value(cur) : "");
+        *jobs = json_incref(arr);
+    }
+    json_decref(reply);
+    return rc;
+}
+
+int emq_remove(struct emq *c, const char *queue, const char *job, enum emq_state *was)
+{
+    json_t *req = job != NULL
+                      ? json_pack("{s:s, s:s, s:s}", "op", "remove", "queue", queue, "job", job)
+                      : NULL;
+    json_t *reply;
+    int rc = emq_call(c, req, &reply, 0);
+    const char *s = json_string_value(json_object_get(reply, "state"));
+    if (rc == EMQ_OK && s == NULL)
+        rc = emq_seterr(c, EMQ_EBADREPLY, "remove reply without state");
+    if (rc == EMQ_OK && was != NULL)
+        *was = emq_state_from_name(s);
+    json_decref(reply);
+    return rc;
+}
+
 int emq_check(struct emq *c, const char *queue, json_t **violations)
 {
     json_t *req = violations != NULL ? group_req("check", queue, NULL) : NULL;

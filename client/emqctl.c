@@ -45,6 +45,7 @@ static const struct ctl_optdef ctl_optdefs[] = {
     {"interval", 0, CTL_O_INTERVAL, true, true, 50, 3600000},
     {"iterations", 0, CTL_O_ITERATIONS, true, true, 1, LLONG_MAX},
     {"page-size", 0, CTL_O_PAGE, true, true, 1, 10000},
+    {"state", 0, CTL_O_STATE, true, false, 0, 0},
 };
 
 /* The option help lines, indexed like enum ctl_opt. */
@@ -58,7 +59,8 @@ static const char *const ctl_opthelp[CTL_O_COUNT_] = {
     [CTL_O_BATCH] = "--batch N          stdin lines per enqueue_many request (default 1000)",
     [CTL_O_INTERVAL] = "--interval MS      refresh every MS milliseconds (default 1000)",
     [CTL_O_ITERATIONS] = "--iterations N     stop after N refreshes",
-    [CTL_O_PAGE] = "--page-size N      groups asked for per page (default 100)",
+    [CTL_O_PAGE] = "--page-size N      rows asked for per page (default 100)",
+    [CTL_O_STATE] = "--state S          pending (default), active, delayed or dead",
 };
 
 static const char ctl_global_help[] =

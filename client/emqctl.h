@@ -34,6 +34,7 @@ enum ctl_opt {
     CTL_O_INTERVAL,
     CTL_O_ITERATIONS,
     CTL_O_PAGE,
+    CTL_O_STATE,
     CTL_O_COUNT_, /* not an option: the number of them */
 };
 

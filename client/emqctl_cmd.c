@@ -293,6 +293,94 @@ static int cmd_job(struct ctl *ctl)
     return rc;
 }
 
+static const struct table_col peek_cols[] = {
+    {"JOB", false},     {"GROUP", false}, {"STATE", false},
+    {"ATTEMPTS", true}, {"SINCE", false}, {"PAYLOAD", false},
+};
+
+/* One peeked row's cells: SINCE is when it was created, or for a lease
+ * until when it runs, for a delayed job when it is due (ready_ms). */
+static void cmd_peek_cells(const json_t *j, char bufs[3][48], const char *cells[6])
+{
+    const char *s = json_string_value(json_object_get(j, "job"));
+    cells[0] = s ? s : "?";
+    s = json_string_value(json_object_get(j, "group"));
+    cells[1] = s ? s : "-";
+    s = json_string_value(json_object_get(j, "state"));
+    cells[2] = s ? s : "?";
+    cells[3] = fmt_num(bufs[0], cmd_int(j, "attempts"));
+    const char *when = json_object_get(j, "lease_until") ? "lease_until" : "created_ms";
+    cells[4] = fmt_time_ms(bufs[1], cmd_int(j, when));
+    char *p = json_dumps(json_object_get(j, "payload"), JSON_COMPACT | JSON_ENCODE_ANY);
+    snprintf(bufs[2], 48, "%.40s%s", p ? p : "", p && strlen(p) > 40 ? "..." : "");
+    free(p);
+    cells[5] = bufs[2];
+}
+
+static int cmd_peek(struct ctl *ctl)
+{
+    long long left = ctl->opt[CTL_O_LIMIT] ? ctl->num[CTL_O_LIMIT] : 20;
+    long long page = ctl->opt[CTL_O_PAGE] ? ctl->num[CTL_O_PAGE] : 100;
+    struct table t;
+    table_init(&t, peek_cols, 6, ctl->color, stdout);
+    char cursor[EMQ_CURSOR_MAX] = "", bufs[3][48];
+    const char *cells[6];
+    bool header = false;
+    int rc = 0;
+    do {
+        json_t *req = ctl_req("peek", QUEUE(ctl)), *reply;
+        if (ctl->npos > 1)
+            json_object_set_new(req, "group", json_string(ctl->pos[1]));
+        if (ctl->opt[CTL_O_STATE] != NULL)
+            json_object_set_new(req, "state", json_string(ctl->opt[CTL_O_STATE]));
+        if (cursor[0] != '\0')
+            json_object_set_new(req, "cursor", json_string(cursor));
+        json_object_set_new(req, "count", json_integer(page < left ? page : left));
+        rc = cmd_send(ctl, req, &reply);
+        if (rc != 0)
+            break;
+        const json_t *jobs = json_object_get(reply, "jobs");
+        size_t n = json_array_size(jobs);
+        for (size_t i = 0; !ctl->json && i < n; i++) {
+            cmd_peek_cells(json_array_get(jobs, i), bufs, cells);
+            table_fit(&t, cells);
+        }
+        if (!ctl->json && !header && n > 0) {
+            table_header(&t);
+            header = true;
+        }
+        for (size_t i = 0; !ctl->json && i < n; i++) {
+            cmd_peek_cells(json_array_get(jobs, i), bufs, cells);
+            table_row(&t, cells, false);
+        }
+        left -= (long long)n;
+        const char *next = json_string_value(json_object_get(reply, "cursor"));
+        snprintf(cursor, sizeof(cursor), "%s", next != NULL ? next : "");
+        json_decref(reply);
+    } while (cursor[0] != '\0' && left > 0);
+    if (rc == 0 && !ctl->json && !header)
+        puts("(no jobs)");
+    return rc;
+}
+
+static int cmd_remove(struct ctl *ctl)
+{
+    char q[192];
+    snprintf(q, sizeof(q), "Delete job %s of queue %s?", ctl->pos[1], QUEUE(ctl));
+    int rc = ctl_confirm(ctl, q);
+    if (rc != 0)
+        return rc;
+    json_t *req = ctl_req("remove", QUEUE(ctl)), *reply;
+    json_object_set_new(req, "job", json_string(ctl->pos[1]));
+    rc = cmd_send(ctl, req, &reply);
+    if (rc == 0 && !ctl->json) {
+        const char *was = json_string_value(json_object_get(reply, "state"));
+        printf("removed %s (was %s)\n", ctl->pos[1], was ? was : "?");
+    }
+    json_decref(reply);
+    return rc;
+}
+
 static const struct table_col dead_cols[] = {
     {"JOB", false}, {"GROUP", false}, {"ATTEMPTS", true}, {"DIED", false}, {"ERROR", false},
 };
@@ -400,6 +488,15 @@ const struct ctl_cmd ctl_cmd_table[] = {
     {"reap", "QUEUE [GROUP]", "recover expired leases now (queue-wide or one group)", NULL, 1, 2, 0,
      true, cmd_reap},
     {"job", "QUEUE JOB", "show one job's row", NULL, 2, 2, 0, false, cmd_job},
+    {"peek", "QUEUE [GROUP]", "list jobs in service order: a lane, the ungrouped ones, or a state",
+     "Without GROUP, the ungrouped pending jobs; --state active, delayed or dead\n"
+     "lists those instead (active also with GROUP: that group's leases). Shows the\n"
+     "first --limit jobs (default 20), --page-size per request.\n",
+     1, 2, CTL_F(CTL_O_STATE) | CTL_F(CTL_O_LIMIT) | CTL_F(CTL_O_PAGE), false, cmd_peek},
+    {"remove", "QUEUE JOB", "delete one pending or delayed job (asks first)",
+     "Asks for confirmation on a terminal; without a terminal on stdin it refuses\n"
+     "(exit 2) unless --yes is given.\n",
+     2, 2, CTL_F(CTL_O_YES), false, cmd_remove},
     {"dead", "QUEUE list|retry|purge [JOB]", "list, retry or purge dead-lettered jobs",
      "Without JOB, acts on the oldest --limit dead jobs (default 100). purge without\n"
      "JOB asks for confirmation like drain.\n",

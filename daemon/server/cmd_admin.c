@@ -1,8 +1,10 @@
 /* cmd_admin: the per-tenant levers (limit, pause, resume, reassign,
- * drain, reap) and the reads (depth, stats, groups, job, dead, check). */
+ * drain, reap), the reads (depth, stats, groups, job, peek, dead, check)
+ * and remove. */
 #include <string.h>
 
 #include "admin.h"
+#include "brand.h"
 #include "cmd.h"
 #include "engine.h"
 #include "jobs.h"
@@ -231,26 +233,126 @@ static json_t *row_value(const struct store_row_field *f)
     return json_stringn(v->str, v->len);
 }
 
+/* A job's row as the replies show it: "job" first, then the row as it is,
+ * in its own field order, less what is not the reader's. */
+static json_t *row_json(const char *job, size_t job_len, const struct store_row *res)
+{
+    json_t *row = json_object();
+    json_object_set_new(row, "job", json_stringn(job, job_len));
+    for (size_t i = 0; i < res->nfields; i++) {
+        const struct store_row_field *f = &res->fields[i];
+        /* The fencing token belongs to the holder alone; lease_by is the
+         * daemon's own bookkeeping (store/lost.c). */
+        if (f->key == STORE_ROW_LEASE || f->key == STORE_ROW_LEASE_BY)
+            continue;
+        json_object_set_new(row, f->name.str, row_value(f));
+    }
+    return row;
+}
+
 static void job_cb(void *priv, const struct store_status *st, const struct store_row *res)
 {
     struct req *r = priv;
     if (failed(r, st))
         return;
-    /* The row as it is, in its own field order. */
-    json_t *row = json_object();
-    json_object_set_new(row, "job", json_string(cmd_str(r, "job")));
-    for (size_t i = 0; i < res->nfields; i++) {
-        const struct store_row_field *f = &res->fields[i];
-        if (f->key == STORE_ROW_LEASE)
-            continue; /* the fencing token belongs to the holder alone */
-        json_object_set_new(row, f->name.str, row_value(f));
-    }
-    req_ok(r, json_pack("{s:o}", "job", row));
+    const char *job = cmd_str(r, "job");
+    req_ok(r, json_pack("{s:o}", "job", row_json(job, strlen(job), res)));
 }
 
 static void cmd_job(struct req *r)
 {
     sent(r, store_job_row(queue_store(r->q), cmd_str(r, "job"), job_cb, r));
+}
+
+/* peek: one page of a lane, the flat set or a state (lua/peek.lua). A
+ * page's payloads stop adding jobs past this many bytes, so a page of
+ * large jobs stays one modest line. */
+#define PEEK_MAX_BYTES (1u << 20)
+
+static const struct arg_spec peek_spec[] = {
+    Q,
+    {"group", ARG_STRING, ARG_GROUP, 0, 0},
+    {"state", ARG_STRING, 0, 0, 16},
+    {"cursor", ARG_STRING, 0, 0, 80},
+    {"count", ARG_INT, 0, 1, 1000},
+    END,
+};
+
+/* What a peek request pages through, from its state and group; false
+ * when that pair names nothing (delayed and dead have no per-group index). */
+static bool peek_what(const json_t *root, enum store_peek_what *what)
+{
+    const char *state = request_string(root, "state", NULL);
+    bool group = request_string(root, "group", NULL) != NULL;
+    if (state == NULL)
+        state = "pending";
+    if (strcmp(state, "pending") == 0)
+        *what = group ? STORE_PEEK_LANE : STORE_PEEK_FLAT;
+    else if (strcmp(state, "active") == 0)
+        *what = STORE_PEEK_ACTIVE;
+    else if (strcmp(state, "delayed") == 0 && !group)
+        *what = STORE_PEEK_DELAYED;
+    else if (strcmp(state, "dead") == 0 && !group)
+        *what = STORE_PEEK_DEAD;
+    else
+        return false;
+    return true;
+}
+
+static bool check_peek(struct req *r)
+{
+    enum store_peek_what what;
+    if (!peek_what(r->root, &what)) {
+        req_error(r, WIRE_EARG,
+                  "argument \"state\" must be pending, active, delayed or dead (with "
+                  "\"group\": pending or active)");
+        return false;
+    }
+    /* A cursor comes from a previous page: an id for pending, a count for
+     * the others; the script takes nothing else. */
+    const char *cursor = cmd_str(r, "cursor");
+    bool ok = what == STORE_PEEK_LANE || what == STORE_PEEK_FLAT
+                  ? cursor[0] == '\0' || brand_job_valid(cursor, strlen(cursor))
+                  : cursor[strspn(cursor, "0123456789")] == '\0' && strlen(cursor) < 19;
+    if (!ok) {
+        req_error(r, WIRE_EARG, "argument \"cursor\" must be a cursor from a previous reply");
+        return false;
+    }
+    return true;
+}
+
+static void peek_cb(void *priv, const struct store_status *st, const struct store_peek_page *page)
+{
+    struct req *r = priv;
+    if (failed(r, st))
+        return;
+    json_t *jobs = json_array();
+    for (size_t i = 0; i < page->n; i++)
+        json_array_append_new(
+            jobs, row_json(page->jobs[i].job.str, page->jobs[i].job.len, &page->jobs[i].row));
+    req_ok(r, json_pack("{s:o, s:o}", "jobs", jobs, "cursor",
+                        page->cursor[0] ? json_string(page->cursor) : json_null()));
+}
+
+static void cmd_peek(struct req *r)
+{
+    enum store_peek_what what = STORE_PEEK_FLAT;
+    peek_what(r->root, &what); /* checked by check_peek */
+    sent(r, store_peek(queue_store(r->q), what, cmd_str(r, "group"), cmd_str(r, "cursor"),
+                       (uint64_t)request_int(r->root, "count", 20), PEEK_MAX_BYTES, peek_cb, r));
+}
+
+/* remove: delete one pending or delayed job (lua/remove.lua). */
+static void removed_cb(void *priv, const struct store_status *st, const char *state)
+{
+    struct req *r = priv;
+    if (!failed(r, st))
+        req_ok(r, json_pack("{s:s}", "state", state));
+}
+
+static void cmd_remove(struct req *r)
+{
+    sent(r, store_remove(queue_store(r->q), cmd_str(r, "job"), removed_cb, r));
 }
 
 static const struct arg_spec dead_spec[] = {
@@ -347,6 +449,8 @@ const struct cmd cmd_admin[] = {
     {"stats", queue_spec, cmd_stats, CMD_QUEUE | CMD_READ},
     {"groups", groups_spec, cmd_groups, CMD_QUEUE | CMD_READ, check_groups},
     {"job", job_spec, cmd_job, CMD_QUEUE | CMD_READ},
+    {"peek", peek_spec, cmd_peek, CMD_QUEUE | CMD_READ, check_peek},
+    {"remove", job_spec, cmd_remove, CMD_QUEUE},
     /* dead list reads; retry and purge put the queue in use (cmd_dead) */
     {"dead", dead_spec, cmd_dead, CMD_QUEUE | CMD_READ, check_dead},
     {"check", queue_spec, cmd_check, CMD_QUEUE | CMD_READ},

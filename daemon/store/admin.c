@@ -309,6 +309,7 @@ static const struct {
     TEXT(STORE_ROW_LEASE, "lease", lease),
     NUM(STORE_ROW_LEASE_UNTIL, "lease_until", lease_until),
     TEXT(STORE_ROW_ERROR, "error", error),
+    TEXT(STORE_ROW_LEASE_BY, "lease_by", lease_by),
 #undef TEXT
 #undef NUM
 };
@@ -343,7 +344,7 @@ static int row_field(const redisReply *r, size_t e, void *field, void *ctx)
     return 1;
 }
 
-static int row_parse(const redisReply *r, void *out)
+int store_row_parse(const redisReply *r, void *out)
 {
     struct store_row *row = out;
     void *fields = NULL;
@@ -364,7 +365,7 @@ static void row_decode(const struct store_call *c, const struct store_status *st
 {
     struct store_status s = *st;
     struct store_row res;
-    bool ok = store_parsed(c, &s, reply, row_parse, &res);
+    bool ok = store_parsed(c, &s, reply, store_row_parse, &res);
     if (ok && res.nfields == 0) {
         s = (struct store_status){WIRE_ENOJOB,
                                   "no such job (never enqueued, or expired after completion)"};

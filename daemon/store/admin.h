@@ -119,6 +119,7 @@ enum store_row_key {
     STORE_ROW_LEASE,
     STORE_ROW_LEASE_UNTIL,
     STORE_ROW_ERROR,
+    STORE_ROW_LEASE_BY,
     STORE_ROW_OTHER,
 };
 
@@ -145,7 +146,8 @@ struct store_row {
     struct store_text payload; /* the JSON text; dropped once completed */
     struct store_text error;   /* the last failure's reason */
     struct store_text lease;
-    long long attempts, max_attempts;                         /* max_attempts 0 = unlimited */
+    struct store_text lease_by;       /* the daemon's tag of the call that leased it (lost.c) */
+    long long attempts, max_attempts; /* max_attempts 0 = unlimited */
     long long created_ms, ready_ms, finished_ms, lease_until; /* Redis clock */
     size_t nfields;
     const struct store_row_field *fields;
@@ -156,6 +158,46 @@ struct store_row {
 typedef void store_row_cb(void *priv, const struct store_status *st, const struct store_row *row);
 
 int store_job_row(struct store_queue *sq, const char *job, store_row_cb *cb, void *priv);
+
+/* --- peek and remove (inspect.c) ---------------------------------------- */
+
+/* What peek pages through (lua/peek.lua). */
+enum store_peek_what {
+    STORE_PEEK_LANE,    /* a group's pending jobs (group required) */
+    STORE_PEEK_FLAT,    /* the ungrouped pending jobs */
+    STORE_PEEK_ACTIVE,  /* leases: the queue's, or one group's */
+    STORE_PEEK_DELAYED, /* delayed jobs, soonest due first */
+    STORE_PEEK_DEAD,    /* dead jobs, oldest first */
+};
+
+/* One job of a page: its id and its row. */
+struct store_peeked {
+    struct store_text job;
+    struct store_row row;
+};
+
+/* A page: the jobs in service order; cursor "" when nothing follows. */
+struct store_peek_page {
+    const char *cursor;
+    size_t n;
+    const struct store_peeked *jobs;
+};
+
+typedef void store_peek_cb(void *priv, const struct store_status *st,
+                           const struct store_peek_page *page);
+
+/* The page after cursor ("" to start) of at most count (1..1000) jobs of
+ * what (group: "" or the group, as lua/peek.lua takes them), stopping once
+ * the payloads add up to max_bytes (0: no bound; at least one job). */
+int store_peek(struct store_queue *sq, enum store_peek_what what, const char *group,
+               const char *cursor, uint64_t count, size_t max_bytes, store_peek_cb *cb, void *priv);
+
+/* Delete one pending or delayed job; state is the state it was in
+ * ("pending" or "delayed"). Fails ENOJOB, or ESTATE for a job in another
+ * state. */
+typedef void store_removed_cb(void *priv, const struct store_status *st, const char *state);
+
+int store_remove(struct store_queue *sq, const char *job, store_removed_cb *cb, void *priv);
 
 /* One dead job, oldest first. */
 struct store_dead_row {

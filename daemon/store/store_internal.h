@@ -77,6 +77,10 @@ typedef int store_parse_fn(const redisReply *reply, void *out);
 bool store_parsed(const struct store_call *c, struct store_status *s, const redisReply *reply,
                   store_parse_fn *parse, void *out);
 
+/* A job's row as HGETALL returns it, into a struct store_row (admin.h;
+ * out), its fields array allocated (free it). A store_parse_fn. */
+int store_row_parse(const redisReply *reply, void *out);
+
 /* A typed callback as store_call keeps it. */
 #define STORE_CB(f) ((void (*)(void))(f))
 

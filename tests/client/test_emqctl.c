@@ -26,8 +26,8 @@ TestSuite(emqctl_usage, .timeout = 30);
 
 /* Every command, for the help and man page checks. */
 static const char *const commands[] = {
-    "ping",  "stats", "groups", "depth", "limit", "pause",   "resume", "reassign",
-    "drain", "reap",  "job",    "dead",  "check", "enqueue", "top",    "help",
+    "ping", "stats", "groups", "depth",  "limit", "pause", "resume",  "reassign", "drain",
+    "reap", "job",   "peek",   "remove", "dead",  "check", "enqueue", "top",      "help",
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -590,6 +590,15 @@ Test(emqctl, levers_change_the_queue)
     tc_close(c);
 }
 
+/* Run emqctl with the arguments; it exits status with err_has on stderr. */
+#define EXPECT_CTL(status, err_has, ...)                                                           \
+    do {                                                                                           \
+        struct run x_ = CTL(__VA_ARGS__);                                                          \
+        assert_exit(x_, (status));                                                                 \
+        assert_has(x_.err, (err_has));                                                             \
+        run_free(&x_);                                                                             \
+    } while (0)
+
 /* emqctl drain q [GROUP] with stdin not a terminal and no --yes: refused,
  * exit 2, nothing printed on stdout. */
 static void drain_refused(const char *group)
@@ -642,6 +651,44 @@ Test(emqctl, drain_refuses_without_yes_then_drains)
     tc_close(c);
 }
 
+/* peek lists a lane in service order (and --json prints the pages as
+ * they came); remove asks first, then deletes one job. */
+Test(emqctl, peek_lists_jobs_and_remove_deletes_one)
+{
+    struct tc_conn *c = fx_conn();
+    enqueue(c, "JOBp1", "TENp");
+    enqueue(c, "JOBp2", "TENp");
+    enqueue(c, "JOBp3", "TENp");
+    struct run r = CTL("peek", "q", "TENp", "--page-size", "2");
+    assert_exit(r, 0);
+    char line[256];
+    cr_assert(strstr(line_with(r.out, "JOBp1", line, sizeof(line)), "TENp") != NULL);
+    const char *p1 = strstr(r.out, "JOBp1"), *p3 = strstr(r.out, "JOBp3");
+    cr_assert(p1 != NULL && p3 != NULL && p1 < p3, "in service order, across two pages");
+    run_free(&r);
+    r = CTL("--json", "peek", "q", "TENp", "--limit", "1");
+    assert_exit(r, 0);
+    json_t *j = json_line(r.out, 0);
+    cr_assert_eq(json_array_size(json_object_get(j, "jobs")), 1);
+    cr_assert_str_eq(jstr(j, "cursor"), "JOBp1");
+    json_decref(j);
+    run_free(&r);
+    r = CTL("peek", "q", "--state", "dead");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "(no jobs)\n");
+    run_free(&r);
+
+    EXPECT_CTL(2, "--yes", "remove", "q", "JOBp2");
+    cr_assert_eq(depth(c, "TENp"), 3, "a refused remove changes nothing");
+    r = CTL("remove", "q", "JOBp2", "--yes");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "removed JOBp2 (was pending)\n");
+    run_free(&r);
+    cr_assert_eq(depth(c, "TENp"), 2);
+    EXPECT_CTL(1, "emqctl: ENOJOB: ", "remove", "q", "JOBp2", "-y");
+    tc_close(c);
+}
+
 Test(emqctl, job_shows_the_row_and_server_errors_exit_1)
 {
     struct tc_conn *c = fx_conn();
@@ -670,14 +717,8 @@ Test(emqctl, job_shows_the_row_and_server_errors_exit_1)
     assert_has(r.err, "emqctl: ENOJOB: ");
     cr_assert_str_empty(r.out);
     run_free(&r);
-    r = CTL("job", "q", "nope");
-    assert_exit(r, 1);
-    assert_has(r.err, "emqctl: EKIND: ");
-    run_free(&r);
-    r = CTL("depth", "q", "bad group");
-    assert_exit(r, 1);
-    assert_has(r.err, "emqctl: EBRAND: ");
-    run_free(&r);
+    EXPECT_CTL(1, "emqctl: EKIND: ", "job", "q", "nope");
+    EXPECT_CTL(1, "emqctl: EBRAND: ", "depth", "q", "bad group");
     /* Under --json an error reply is printed too, unchanged. */
     r = CTL("--json", "job", "q", "JOBnope");
     assert_exit(r, 1);

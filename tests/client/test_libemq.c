@@ -445,6 +445,28 @@ Test(libemq, admin_levers_and_reads)
     assert_emq_ok(c, emq_reap(c, "adm", NULL, &reaped));
     cr_assert_eq(reaped, 0, "nothing left to reap");
 
+    /* peek TENb's lane a page at a time, then remove the job moved to TENc. */
+    json_t *page = NULL;
+    char next[EMQ_CURSOR_MAX];
+    struct emq_peek_opts po = {.group = "TENb", .count = 1};
+    assert_emq_ok(c, emq_peek(c, "adm", &po, &page, next));
+    cr_assert_eq(json_array_size(page), 1);
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(page, 0), "job")), "JOBb0");
+    cr_assert_str_eq(next, "JOBb0");
+    json_decref(page);
+    po.cursor = next;
+    po.count = 10;
+    assert_emq_ok(c, emq_peek(c, "adm", &po, &page, next));
+    cr_assert_eq(json_array_size(page), 1, "JOBb1 follows (JOBb2 moved to TENc)");
+    cr_assert_str_eq(next, "", "nothing follows");
+    json_decref(page);
+    po = (struct emq_peek_opts){.state = "done"};
+    assert_emq_err(c, emq_peek(c, "adm", &po, &page, next), EMQ_EARG);
+    enum emq_state was = EMQ_STATE_UNKNOWN;
+    assert_emq_ok(c, emq_remove(c, "adm", "JOBb2", &was));
+    cr_assert_eq(was, EMQ_STATE_PENDING);
+    assert_emq_err(c, emq_remove(c, "adm", "JOBb2", &was), EMQ_ENOJOB);
+
     long long drained = 0, d = -1;
     assert_emq_ok(c, emq_drain(c, "adm", "TENb", &drained));
     cr_assert_eq(drained, 2);

@@ -246,6 +246,49 @@ static void r_job(void)
     cf_settle();
 }
 
+static void r_peek(void)
+{
+    cr_assert_eq(fx_enqueue("JOBpk1", "TENpk", "{\"p\":1}"), 1);
+    cr_assert_eq(fx_enqueue("JOBpk2", "TENpk", "{}"), 1);
+    cr_assert_eq(fx_enqueue("JOBpk3", NULL, "{}"), 1);
+    /* The lane, one job a page: the first page's cursor is its last id. */
+    redisReply *r = cf_array(3, SCRIPT_PEEK, "lane", "TENpk", "", "1", "0", NULL);
+    cf_expect_str_at(r, 0, "JOBpk1");
+    cf_expect_str_at(r, 1, "JOBpk1");
+    cr_assert_eq(r->element[2]->type, REDIS_REPLY_ARRAY, "a row");
+    freeReplyObject(r);
+    r = cf_array(3, SCRIPT_PEEK, "lane", "TENpk", "JOBpk1", "1", "0", NULL);
+    cf_expect_str_at(r, 0, "");
+    cf_expect_str_at(r, 1, "JOBpk2");
+    freeReplyObject(r);
+    freeReplyObject(cf_array(3, SCRIPT_PEEK, "flat", "", "", "10", "0", NULL));
+    struct leased l = cf_claim_one(false, 60000);
+    r = cf_array(3, SCRIPT_PEEK, "active", "TENpk", "", "10", "0", NULL);
+    cf_expect_str_at(r, 1, l.job);
+    freeReplyObject(r);
+    freeReplyObject(cf_array(3, SCRIPT_PEEK, "active", "", "", "10", "0", NULL));
+    freeReplyObject(cf_array(1, SCRIPT_PEEK, "delayed", "", "", "10", "0", NULL));
+    freeReplyObject(cf_array(1, SCRIPT_PEEK, "dead", "", "", "10", "0", NULL));
+    cf_complete(&l);
+    cf_settle();
+}
+
+static void r_remove(void)
+{
+    cr_assert_eq(fx_enqueue("JOBrm1", "TENrm", "{}"), 1);
+    cr_assert_eq(fx_enqueue("JOBrm2", NULL, "{}"), 1);
+    cr_assert_eq(fx_enqueue_delayed("JOBrm3", NULL, 3600000, 0), 1);
+    const char *jobs[] = {"JOBrm1", "JOBrm2", "JOBrm3"};
+    const char *was[] = {"pending", "pending", "delayed"};
+    for (int i = 0; i < 3; i++) {
+        redisReply *r = cf_call(SCRIPT_REMOVE, jobs[i], NULL);
+        cr_assert_str_eq(r->str, was[i], "%s", jobs[i]);
+        freeReplyObject(r);
+        cr_assert_not(cf_row_exists(jobs[i]));
+    }
+    cf_settle();
+}
+
 static void r_limit(void)
 {
     cr_assert_eq(fx_int(SCRIPT_LIMIT, "TENli", "1", NULL), 1);
@@ -430,12 +473,14 @@ cluster_recipe *const cluster_recipes[SCRIPT__COUNT] = {
     [SCRIPT_JOB] = r_job,
     [SCRIPT_LIMIT] = r_limit,
     [SCRIPT_PAUSE] = r_pause,
+    [SCRIPT_PEEK] = r_peek,
     [SCRIPT_PROMOTE] = r_promote,
     [SCRIPT_REAP] = r_reap,
     [SCRIPT_REAP_GROUP] = r_reap_group,
     [SCRIPT_REASSIGN] = r_reassign,
     [SCRIPT_RECOVER] = r_recover,
     [SCRIPT_RELEASE] = r_release,
+    [SCRIPT_REMOVE] = r_remove,
     [SCRIPT_RESUME] = r_resume,
     [SCRIPT_STATS] = r_stats,
 };

@@ -80,6 +80,14 @@ static inline long long jint(const json_t *o, const char *k)
         free(d_);                                                                                  \
     } while (0)
 
+/* Call, assert ok, return the reply (caller frees). */
+#define OK(c, ...)                                                                                 \
+    ({                                                                                             \
+        json_t *ok_ = tc_call((c), __VA_ARGS__);                                                   \
+        assert_ok(ok_);                                                                            \
+        ok_;                                                                                       \
+    })
+
 /* Assert the reply is the error code. */
 #define assert_err(reply, code)                                                                    \
     do {                                                                                           \

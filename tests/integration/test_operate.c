@@ -23,12 +23,6 @@
 
 TestSuite(operate, .fini = fx_teardown, .timeout = 60);
 
-#define OK(c, ...)                                                                                 \
-    ({                                                                                             \
-        json_t *ok_ = tc_call((c), __VA_ARGS__);                                                   \
-        assert_ok(ok_);                                                                            \
-        ok_;                                                                                       \
-    })
 
 /* Write text to a new temporary file; its path goes into path (32 bytes). */
 static void write_temp(char *path, const char *text)

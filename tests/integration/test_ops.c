@@ -12,13 +12,6 @@
 
 TestSuite(ops, .init = fx_setup, .fini = fx_teardown, .timeout = 60);
 
-/* Call, assert ok, return the reply (caller frees). */
-#define OK(c, ...)                                                                                 \
-    ({                                                                                             \
-        json_t *ok_ = tc_call((c), __VA_ARGS__);                                                   \
-        assert_ok(ok_);                                                                            \
-        ok_;                                                                                       \
-    })
 
 static void enqueue(struct tc_conn *c, const char *queue, const char *job, const char *group)
 {
