@@ -89,7 +89,7 @@ Test(inspect, peek_pages_a_lane_in_service_order_with_rows)
     cr_assert_eq(n, 2500);
     cr_assert_eq(pages, 3);
     for (size_t i = 0; i < n; i++) {
-        char want[16];
+        char want[32];
         snprintf(want, sizeof(want), "JOB%05zu", i);
         cr_assert_str_eq(ids[i], want, "service order is id order");
     }
