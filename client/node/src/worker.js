@@ -83,7 +83,10 @@ export class Worker extends EventEmitter {
     this._started = null;
     this._done = null;
     this._wakeConnected = [];
-    this._wakeLoop = null;
+    // Resolved by stop(): the connection loop races it at every wait.
+    this._stopRequested = new Promise((resolve) => {
+      this._requestStop = resolve;
+    });
   }
 
   /** Jobs whose handlers are running now. */
@@ -126,7 +129,7 @@ export class Worker extends EventEmitter {
     if (!this._stopping) {
       this._stopping = true;
       this._graceMs = graceMs;
-      this._wakeLoop?.();
+      this._requestStop(null);
       for (const w of this._wakeConnected.splice(0)) w();
     }
     await this._done.catch(() => {});
@@ -191,11 +194,8 @@ export class Worker extends EventEmitter {
         opened();
         const why = await Promise.race([
           client.whenClosed.then((err) => err ?? new ConnectionLost('the server closed the connection')),
-          new Promise((resolve) => {
-            this._wakeLoop = () => resolve(null);
-          }),
+          this._stopRequested,
         ]);
-        this._wakeLoop = null;
         if (why) {
           this.client = null;
           this.emit('disconnected', why);
@@ -215,16 +215,12 @@ export class Worker extends EventEmitter {
     }
   }
 
-  _nap(ms) {
-    return new Promise((resolve) => {
-      const t = setTimeout(resolve, ms);
-      this._wakeLoop = () => {
-        clearTimeout(t);
-        resolve();
-      };
-    }).finally(() => {
-      this._wakeLoop = null;
-    });
+  async _nap(ms) {
+    let t;
+    await Promise.race([new Promise((resolve) => {
+      t = setTimeout(resolve, ms);
+    }), this._stopRequested]);
+    clearTimeout(t);
   }
 
   // Credit per stream: the concurrency, less the handlers still running
