@@ -130,7 +130,7 @@ export class Worker extends EventEmitter {
       this._stopping = true;
       this._graceMs = graceMs;
       this._requestStop(null);
-      for (const w of this._wakeConnected.splice(0)) w();
+      for (const w of this._wakeConnected.splice(0)) w(); // see _live
     }
     await this._done.catch(() => {});
   }
@@ -170,6 +170,10 @@ export class Worker extends EventEmitter {
         let client;
         try {
           client = await Client.connect(this._connect);
+          if (this._stopping) {
+            this.client = client; // no streams: a plain connection for the stop
+            break;
+          }
           client.on('job', (job) => this._onJob(job, client));
           this.client = client;
           this._credit = null;
@@ -318,11 +322,31 @@ export class Worker extends EventEmitter {
     for (;;) {
       const c = this.client;
       if (c && !c.closed) return c;
-      if (this._stopping || this._stopped) return null;
+      if (this._noMoreConnections) return null;
+      if (this._stopping) {
+        // Stopping while disconnected: no streams any more, but one plain
+        // connection to settle and release the jobs in hand, tried again
+        // until the stop is over.
+        await this._connectForStop();
+        if (!this.client) await sleep(250);
+        continue;
+      }
       await new Promise((resolve) => {
         this._wakeConnected.push(resolve);
       });
     }
+  }
+
+  _connectForStop() {
+    this._lastTry ??= Client.connect({ ...this._connect, timeout: 5000 })
+      .then((c) => {
+        if (this._noMoreConnections) c.destroy();
+        else this.client = c;
+      }, () => {})
+      .finally(() => {
+        this._lastTry = null;
+      });
+    return this._lastTry;
   }
 
   // Send one settle, resent after a broken connection or EUNAVAILABLE:
@@ -377,7 +401,8 @@ export class Worker extends EventEmitter {
   // The stop: credit 0 first (so no release frees a credit the daemon
   // refills), then the grace for running handlers, then release the rest.
   async _shutDown() {
-    const client = this.client && !this.client.closed ? this.client : null;
+    const live = () => (this.client && !this.client.closed ? this.client : null);
+    const client = live();
     if (client) {
       await Promise.all(this.kinds.map((flat) =>
         client.stream(this.queue, 0, { leaseMs: this.leaseMs, flat }).catch(() => {})));
@@ -393,19 +418,20 @@ export class Worker extends EventEmitter {
       })]);
       clearTimeout(timer);
     }
-    const late = [];
-    for (const entry of this._running.values()) {
-      if (entry.settled) continue;
+    const unfinished = [...this._running.values()].filter((e) => !e.settled);
+    if (unfinished.length && !live()) await this._connectForStop();
+    await Promise.all(unfinished.map((entry) => {
       entry.settled = true;
       clearTimeout(entry.timer);
       entry.abort.abort(new Error('worker stopped: the job was released'));
-      late.push(this._giveBack(entry.job, client, 'worker stopped'));
-    }
-    await Promise.all(late);
+      return this._giveBack(entry.job, live(), 'worker stopped');
+    }));
     // Settles already sent (a handler that just finished) are answered
     // before quit's reply: the daemon replies in order.
-    for (const w of this._wakeConnected.splice(0)) w();
+    this._noMoreConnections = true;
+    const last = this.client;
     this.client = null;
-    if (client) await client.close();
+    for (const w of this._wakeConnected.splice(0)) w();
+    if (last) await last.close();
   }
 }

@@ -223,6 +223,38 @@ test('reconnects after emqd restarts with work in hand, and settles it', async (
   assert.deepEqual(await admin.check(q), []);
 });
 
+test('stopped while emqd is down: the daemon back within the grace settles and releases', async () => {
+  const q = qname();
+  await admin.enqueue(q, 'finish', { job: 'JOBfin', group: 'TENa' });
+  await admin.enqueue(q, 'hang', { job: 'JOBhang', group: 'TENb' });
+  const finish = gate();
+  const started = new Set();
+  const w = worker(q, (job) => {
+    started.add(job.id);
+    return job.id === 'JOBfin' ? finish : new Promise(() => {});
+  }, { concurrency: 2, leaseMs: 60000 });
+  await w.start();
+  await waitFor(() => started.size === 2, { what: 'both handlers running' });
+  const down = once(w, 'disconnected');
+  admin.destroy();
+  await stack.emqd.kill('SIGKILL');
+  await down;
+  const stopped = w.stop({ graceMs: 60000 });
+  const completed = once(w, 'completed');
+  const released = once(w, 'released');
+  await stack.restartEmqd();
+  admin = await stack.connect({ name: 'admin' });
+  finish.open();
+  await completed; // settled over the connection made for the stop
+  await w.stop({ graceMs: 0 });
+  await released;
+  await stopped;
+  const fin = await admin.job(q, 'JOBfin');
+  assert.deepEqual([fin.state, fin.attempts], ['completed', 1]);
+  const hang = await admin.job(q, 'JOBhang');
+  assert.deepEqual([hang.state, hang.attempts], ['pending', 0]);
+});
+
 test('a refused token is fatal: start() and run() reject AuthError', async () => {
   const secured = await startStack({ emqdArgs: ['--token', 's3cret'] });
   try {
