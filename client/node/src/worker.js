@@ -164,7 +164,6 @@ export class Worker extends EventEmitter {
   // connection to close or the stop; back off and connect again.
   async _loop(opened, failed) {
     let backoff = BACKOFF_MIN;
-    let firstError = null;
     try {
       while (!this._stopping) {
         let client;
@@ -184,7 +183,6 @@ export class Worker extends EventEmitter {
             client.destroy();
           }
           if (fatal(err)) throw err;
-          firstError ??= err;
           this._emitError(err);
           // Jittered exponential backoff: between half and all of it.
           const ms = backoff / 2 + Math.random() * (backoff / 2);
