@@ -189,6 +189,21 @@ export interface JobRow {
   error?: string;
   finished_ms?: number;
 }
+export interface PeekOptions {
+  /** A group's lane; absent: the flat set (pending) or the whole state. */
+  group?: string;
+  /** Default 'pending'. */
+  state?: 'pending' | 'active' | 'delayed' | 'dead';
+  /** The cursor of the previous page. */
+  cursor?: string;
+  /** 1-1000, default 20. */
+  count?: number;
+}
+export interface PeekPage {
+  jobs: JobRow[];
+  /** Pass back for the next page; null: no job follows. */
+  cursor: string | null;
+}
 export interface DeadJob {
   job: string;
   group: string | null;
@@ -280,7 +295,8 @@ export declare class Client extends EventEmitter {
   resume(queue: string, group: string): Promise<boolean>;
   /** Resolves with the source group (null: the job was ungrouped). */
   reassign(queue: string, job: string, group: string): Promise<string | null>;
-  drain(queue: string, group: string): Promise<number>;
+  /** Without group: the flat (ungrouped) backlog. */
+  drain(queue: string, group?: string): Promise<number>;
   /** Pending jobs of the group, or of the flat set without group. */
   depth(queue: string, group?: string): Promise<number>;
   reap(queue: string, group?: string): Promise<number>;
@@ -288,6 +304,12 @@ export declare class Client extends EventEmitter {
   groups(queue: string, options?: { cursor?: string; count?: number }): Promise<GroupsPage>;
   allGroups(queue: string, options?: { count?: number }): AsyncGenerator<GroupInfo, void, void>;
   job(queue: string, job: string): Promise<JobRow>;
+  /** One page of jobs in service order, each with its row (5.24). */
+  peek(queue: string, options?: PeekOptions): Promise<PeekPage>;
+  /** Every job peek pages through. */
+  peekAll(queue: string, options?: Omit<PeekOptions, 'cursor'>): AsyncGenerator<JobRow, void, void>;
+  /** Delete one pending or delayed job: the state it was in. */
+  remove(queue: string, job: string): Promise<'pending' | 'delayed'>;
   deadList(queue: string, options?: DeadOptions): Promise<DeadJob[]>;
   deadRetry(queue: string, options?: DeadOptions): Promise<number>;
   deadPurge(queue: string, options?: DeadOptions): Promise<number>;
@@ -313,7 +335,9 @@ export declare class Pipeline {
   pause(queue: string, group: string): this;
   resume(queue: string, group: string): this;
   reassign(queue: string, job: string, group: string): this;
-  drain(queue: string, group: string): this;
+  drain(queue: string, group?: string): this;
+  peek(queue: string, options?: PeekOptions): this;
+  remove(queue: string, job: string): this;
   depth(queue: string, group?: string): this;
   reap(queue: string, group?: string): this;
   stats(queue: string): this;

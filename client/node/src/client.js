@@ -469,6 +469,7 @@ export class Client extends EventEmitter {
     return (await this.request('reassign', { queue, job, group })).from;
   }
 
+  /** Without group: the flat (ungrouped) backlog. */
   async drain(queue, group) {
     return (await this.request('drain', { queue, group })).drained;
   }
@@ -506,6 +507,30 @@ export class Client extends EventEmitter {
     return (await this.request('job', { queue, job })).job;
   }
 
+  /** One page of jobs in service order, each with its row (5.24);
+   * `cursor` is null after the last page. */
+  async peek(queue, options) {
+    const o = checkOptions('peek', options, ['group', 'state', 'cursor', 'count']);
+    const r = await this.request('peek', { queue, group: o.group, state: o.state, cursor: o.cursor, count: o.count });
+    return { jobs: r.jobs, cursor: r.cursor };
+  }
+
+  /** Every job `peek` pages through, page after page. */
+  async *peekAll(queue, options) {
+    const o = checkOptions('peekAll', options, ['group', 'state', 'count']);
+    let cursor;
+    do {
+      const page = await this.peek(queue, { ...o, cursor });
+      yield* page.jobs;
+      cursor = page.cursor;
+    } while (cursor !== null && cursor !== undefined);
+  }
+
+  /** Delete one pending or delayed job; resolves with the state it was in. */
+  async remove(queue, job) {
+    return (await this.request('remove', { queue, job })).state;
+  }
+
   async deadList(queue, options) {
     const o = checkOptions('deadList', options, ['job', 'limit']);
     return (await this.request('dead', { queue, action: 'list', job: o.job, limit: o.limit })).jobs;
@@ -530,7 +555,7 @@ export class Client extends EventEmitter {
 export const PIPELINE_OPS = Object.freeze([
   'ping', 'enqueue', 'enqueueMany', 'claim', 'stream', 'complete', 'fail', 'release', 'extend',
   'limit', 'pause', 'resume', 'reassign', 'drain', 'depth', 'reap', 'stats', 'groups', 'job',
-  'deadList', 'deadRetry', 'deadPurge', 'check', 'request',
+  'peek', 'remove', 'deadList', 'deadRetry', 'deadPurge', 'check', 'request',
 ]);
 
 /** Calls queued on a client and written together by `exec()`, in one

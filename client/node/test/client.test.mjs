@@ -201,6 +201,29 @@ test('limit, pause, resume, reassign, drain, depth, reap, stats, groups, job, ch
   assert.deepEqual(await c.check(q), []);
 });
 
+test('peek pages in service order; remove deletes a pending or delayed job; drain the flat set', async () => {
+  const q = qname();
+  await c.enqueueMany(q, [3, 1, 2].map((n) => ({ payload: n, job: `JOBk${n}` })), { group: 'TENacme' });
+  await c.enqueue(q, 'later', { job: 'JOBlater', delayMs: 3600000 });
+  const first = await c.peek(q, { group: 'TENacme', count: 2 });
+  assert.deepEqual(first.jobs.map((j) => [j.job, j.state]), [['JOBk1', 'pending'], ['JOBk2', 'pending']]);
+  assert.equal(typeof first.cursor, 'string');
+  const ids = [];
+  for await (const j of c.peekAll(q, { group: 'TENacme', count: 1 })) ids.push(j.job);
+  assert.deepEqual(ids, ['JOBk1', 'JOBk2', 'JOBk3']);
+  assert.deepEqual((await c.peek(q, { state: 'delayed' })).jobs.map((j) => j.job), ['JOBlater']);
+  assert.equal(await c.remove(q, 'JOBk2'), 'pending');
+  assert.equal(await c.remove(q, 'JOBlater'), 'delayed');
+  await assert.rejects(c.remove(q, 'JOBk2'), NoJobError);
+  const [j] = await c.claim(q);
+  await assert.rejects(c.remove(q, j.id), StateError);
+  await c.complete(j);
+  await c.enqueueMany(q, [{ payload: 'f1' }, { payload: 'f2' }]);
+  assert.equal(await c.drain(q), 2);
+  assert.equal(await c.depth(q), 0);
+  assert.equal(await c.depth(q, 'TENacme'), 1);
+});
+
 test('dead list, retry, purge', async () => {
   const q = qname();
   for (const id of ['JOBd1', 'JOBd2']) {
