@@ -8,6 +8,9 @@ EMQ_PACKAGES=(
     redis-server lua-check groff-base
     libsystemd-dev libhttp-parser-dev prometheus systemd
 )
+# The Node.js client's tests (client/node) need node 18+; Debian 12's
+# nodejs is 18. A node already on PATH (e.g. a newer one) is used as it is.
+command -v node >/dev/null 2>&1 || EMQ_PACKAGES+=(nodejs)
 
 # For scripts/fuzz.sh: clang and its libFuzzer runtime.
 EMQ_FUZZ_PACKAGES=(clang libclang-rt-14-dev)
