@@ -1379,6 +1379,9 @@ class Suite:
         results = {}
         started = time.monotonic()
         try:
+            if not self.args.driver and not os.path.exists(self.argv[-1]):
+                raise Bail("no driver for %s: %s does not exist (built? written?)"
+                           % (self.client, self.argv[-1]))
             self.redis.start()
             for i, (number, name, token, emqd_args, fn) in enumerate(checks, 1):
                 t0 = time.monotonic()
