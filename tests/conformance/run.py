@@ -1230,6 +1230,9 @@ def check_payloads(x):
                      j.get("payload"), p)
         x.state("complete", "completed", queue=q, job=mine)
         x.state("complete", "completed", queue=q, job=theirs)
+    # One byte more than max-payload is refused, and nothing is stored.
+    x.err("ETOOBIG", "enqueue", queue=q, group=g, job="JOBu-big", payload=large_payload(512 * 1024 + 1))
+    x.no_row(q, "JOBu-big")
 
 
 # 16
