@@ -734,6 +734,7 @@ def check_enqueue(x):
                  x.row(q, r1["job"], state="pending", group="TENmint")["payload"], p1)
     same_payload("runner's row of JOBclient-2",
                  x.row(q, "JOBclient-2", state="pending", group=None)["payload"], p2)
+    same_payload("runner's row of %s" % r4["job"], x.row(q, r4["job"])["payload"], {"n": 4})
     x.stats(q, pending=3)
 
 
