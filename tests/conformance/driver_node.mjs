@@ -93,7 +93,7 @@ function behaviour(cmd) {
     out({ event: 'started', job: job.job, attempt: job.attempt });
     const how = behave[job.job] ?? fallback;
     if (how === 'complete') return;
-    if (how === 'raise') throw new Error(`driver_node: handler raised for ${job.job}`);
+    if (how === 'raise') throw new Error(`raised by ${job.job}`); // the text check 16 looks for
     if (how === 'hang') {
       await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
       return;
