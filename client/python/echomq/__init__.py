@@ -4,6 +4,8 @@
   protocol (``enqueue``, ``claim``, ``complete``, ...), pipelining with
   :meth:`Client.pipeline`, pushed jobs with :meth:`Client.next_job`;
 * :class:`AsyncClient`: the same surface for asyncio;
+* :class:`Worker`: streams a queue and runs a handler per job, with
+  concurrency, automatic lease extension, reconnects and a graceful stop;
 * :class:`EmqError` and one subclass per wire code (:class:`LeaseError`
   for ``ELEASE``, ...), plus :class:`ConnectionLost` and :class:`Timeout`.
 
@@ -19,12 +21,14 @@ from .aio import AsyncClient, AsyncPipeline
 from .client import DEFAULT_TIMEOUT, Client, Pending, Pipeline, PipelineBase
 from .errors import ERROR_CLASSES, ConnectionLost, EmqError, Timeout, error_class, error_from_reply
 from .types import DeadJob, Enqueued, GroupInfo, GroupsPage, Hello, Item, JobInfo, LeasedJob, LeaseRef, Stats
+from .worker import Dead, Handler, Retry, Worker, error_text
 
 __version__ = "0.1.0"
 """The version of this package (the echomq release)."""
 
 __all__ = [
-    "Client", "AsyncClient", "Pipeline", "AsyncPipeline", "PipelineBase", "Pending", "EmqError", "ConnectionLost", "Timeout", "ERROR_CLASSES", "error_class",
+    "Client", "AsyncClient", "Pipeline", "AsyncPipeline", "PipelineBase", "Pending", "Worker", "Retry", "Dead",
+    "Handler", "error_text", "EmqError", "ConnectionLost", "Timeout", "ERROR_CLASSES", "error_class",
     "error_from_reply", "Hello", "Enqueued", "Item", "LeaseRef", "LeasedJob", "Stats", "GroupInfo",
     "GroupsPage", "JobInfo", "DeadJob", "Address", "parse_addr", "Call", "PROTOCOL", "DEFAULT_TIMEOUT",
 ]
