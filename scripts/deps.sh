@@ -7,6 +7,7 @@ EMQ_PACKAGES=(
     libuv1-dev libhiredis-dev libjansson-dev libcriterion-dev
     redis-server lua-check groff-base
     libsystemd-dev libhttp-parser-dev prometheus systemd
+    python3-pytest python3-pip python3-setuptools python3-wheel
 )
 
 # For scripts/fuzz.sh: clang and its libFuzzer runtime.
