@@ -251,22 +251,23 @@ class SyncConn:
                 if not chunk:
                     raise ConnectionLost(f"the connection to {self.addr} was closed")
                 buf += chunk
+                start = 0
                 while True:
                     nl = buf.find(b"\n", scan)
                     if nl < 0:
-                        scan = len(buf)
-                        if len(buf) > READ_LIMIT:
-                            raise ConnectionLost("the server sent a line longer than the client reads")
                         break
-                    line = bytes(buf[: nl + 1])
-                    del buf[: nl + 1]
-                    scan = 0
+                    line = bytes(buf[start : nl + 1])
+                    start = scan = nl + 1
                     with self.cond:
                         slot, job = self.router.on_line(line, time.monotonic())
                         if job is not None:
                             self.pushes.append(job)
                         if slot is not None or job is not None:
                             self.cond.notify_all()
+                del buf[:start]
+                scan = len(buf)
+                if scan > READ_LIMIT:
+                    raise ConnectionLost("the server sent a line longer than the client reads")
         except ConnectionLost as e:
             self._lose(e)
         except OSError as e:
