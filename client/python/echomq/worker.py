@@ -41,7 +41,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Tuple, Union
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Tuple, Type, Union
 
 from .aio import AsyncClient
 from .client import DEFAULT_TIMEOUT
@@ -58,7 +58,8 @@ Its return value is ignored."""
 
 ERROR_MAX = 4096  # bytes of error text the daemon records (5.9)
 _LOST = (ERROR_CLASSES["ELEASE"], ERROR_CLASSES["ENOJOB"])  # the lease is not ours any more
-_PASSING = (ConnectionLost, Timeout, ERROR_CLASSES["EUNAVAILABLE"], ERROR_CLASSES["EINTERNAL"])  # try again
+# Worth trying again (ELIMIT: too many connections or queues, for now).
+_PASSING: Tuple[Type[EmqError], ...] = (ConnectionLost, Timeout, *(ERROR_CLASSES[c] for c in ("EUNAVAILABLE", "EINTERNAL", "ELIMIT")))
 RETRY_PAUSE = 0.2  # seconds between tries of a settle or an extend that met a passing error
 
 
