@@ -40,7 +40,7 @@ import signal
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Tuple, Type, Union
 
 from .aio import AsyncClient
@@ -108,7 +108,6 @@ class _Run:
     phase: str = "handling"  # then "settling", "done"
     lost: bool = False  # extend said ELEASE/ENOJOB: the job is someone else's
     released: bool = False  # given back at shutdown
-    extra: Dict[str, Any] = field(default_factory=dict)
 
 
 class Worker:
@@ -179,6 +178,7 @@ class Worker:
         self._online = threading.Event()  # connected and streaming
         self._ran = False
         self._early_grace: Optional[float] = None  # stop() before the loop ran
+        self._ctl = threading.Lock()  # stop() against run_async's start
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._loop_thread: Optional[int] = None
         self._client: Optional[AsyncClient] = None
@@ -226,10 +226,11 @@ class Worker:
         loop it only asks. Calling it again can shorten the grace."""
         g = self.grace if grace is None else max(0.0, grace)
         self._stop_flag.set()
-        loop = self._loop
-        if loop is None:
-            self._early_grace = g if self._early_grace is None else min(g, self._early_grace)
-            return
+        with self._ctl:
+            loop = self._loop
+            if loop is None:  # run_async will see it
+                self._early_grace = g if self._early_grace is None else min(g, self._early_grace)
+                return
         try:
             loop.call_soon_threadsafe(self._request_stop, g)  # wakes the loop, also from a signal handler
         except RuntimeError:  # the loop has closed: run() is over
@@ -250,15 +251,17 @@ class Worker:
         if self._ran:
             raise RuntimeError("a Worker runs once; make a new one")
         self._ran = True
-        self._loop = asyncio.get_running_loop()
-        self._loop_thread = threading.get_ident()
         self._stop_evt = asyncio.Event()
         self._grace_evt = asyncio.Event()
         self._conn_evt = asyncio.Event()
         self._quiet = asyncio.Event()
+        with self._ctl:  # from here on, stop() reaches the loop
+            self._loop = asyncio.get_running_loop()
+            self._loop_thread = threading.get_ident()
+            early = self._early_grace
         try:
-            if self._early_grace is not None:
-                self._request_stop(self._early_grace)
+            if early is not None:
+                self._request_stop(early)
             await self._serve()
         finally:
             self._online.clear()
