@@ -144,9 +144,10 @@ class Emqd:
         wait_until(self.start, "emqd to start again on its port")
 
     def stop(self) -> None:
-        """Stop it for good."""
+        """Stop it for good (and remove its log)."""
         self.kill(signal.SIGTERM)
         self.log.close()
+        os.unlink(self.log.name)
 
 
 def env_with(emqd: Emqd, **more: str) -> dict:
