@@ -258,7 +258,7 @@ class Driver:
         name = cmd["do"]
         fn = getattr(self, "do_" + name, None)
         if fn is None:
-            emit({"ok": False, "error": "UNSUPPORTED", "class": "", "message": f"no command {name!r}"})
+            emit({"ok": False, "error": "UNSUPPORTED", "class": None, "message": f"no command {name!r}"})
             return True
         try:
             emit(dict(ok=True, **fn(cmd)))
