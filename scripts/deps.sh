@@ -7,6 +7,7 @@ EMQ_PACKAGES=(
     libuv1-dev libhiredis-dev libjansson-dev libcriterion-dev
     redis-server lua-check groff-base
     libsystemd-dev libhttp-parser-dev prometheus systemd
+    python3-pytest python3-pip python3-setuptools python3-wheel
 )
 # The Node.js client's tests (client/node) need node 18+; Debian 12's
 # nodejs is 18. A node already on PATH (e.g. a newer one) is used as it is.

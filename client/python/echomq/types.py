@@ -1,0 +1,295 @@
+"""The typed results of echomq's calls (PROTOCOL.md sections 5 and 6.7).
+
+Fields keep their wire names. Times ending in ``_ms`` are milliseconds on
+the backend's clock; ``received`` is this process' ``time.monotonic()``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional
+
+__all__ = [
+    "Hello",
+    "Enqueued",
+    "Item",
+    "LeaseRef",
+    "LeasedJob",
+    "Stats",
+    "GroupInfo",
+    "GroupsPage",
+    "JobInfo",
+    "DeadJob",
+]
+
+
+def _int(d: Mapping[str, Any], key: str, default: int = 0) -> int:
+    """An integer field of a reply (default when absent)."""
+    v = d.get(key, default)
+    return v if isinstance(v, int) else default
+
+
+def _opt_int(d: Mapping[str, Any], key: str) -> Optional[int]:
+    v = d.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _opt_str(d: Mapping[str, Any], key: str) -> Optional[str]:
+    v = d.get(key)
+    return v if isinstance(v, str) else None
+
+
+@dataclass(frozen=True)
+class Hello:
+    """The reply to ``hello`` (5.1)."""
+
+    server: str
+    """Always ``"emqd"``."""
+    version: str
+    """The daemon's version."""
+    protocol: int
+    """The protocol version, 1."""
+
+    @classmethod
+    def from_wire(cls, r: Mapping[str, Any]) -> "Hello":
+        """Read a ``hello`` reply."""
+        return cls(str(r.get("server", "")), str(r.get("version", "")), _int(r, "protocol"))
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    """One admitted job: the reply to ``enqueue`` (5.4) or one
+    ``enqueue_many`` item's result (5.5)."""
+
+    job: str
+    """The job id, given or minted."""
+    verdict: str
+    """``"enqueued"`` (a new row) or ``"duplicate"`` (a row with this id
+    existed; nothing was changed)."""
+
+    @property
+    def duplicate(self) -> bool:
+        """True when the verdict is ``"duplicate"``."""
+        return self.verdict == "duplicate"
+
+    @classmethod
+    def from_wire(cls, r: Mapping[str, Any]) -> "Enqueued":
+        """Read an ``enqueue`` reply or item result."""
+        return cls(str(r.get("job", "")), str(r.get("verdict", "")))
+
+
+@dataclass(frozen=True)
+class Item:
+    """One item of an ``enqueue_many`` batch (5.5). ``None`` fields take
+    the daemon's defaults (and the batch's ``group``)."""
+
+    payload: Any
+    """Any JSON value."""
+    job: Optional[str] = None
+    """The job id (idempotency key); ``None``: the daemon mints one."""
+    group: Optional[str] = None
+    """The group id; ``None``: the batch's group, else ungrouped."""
+    delay_ms: Optional[int] = None
+    """Start delayed by this much."""
+    max_attempts: Optional[int] = None
+    """Leases before the job is dead (0: unlimited)."""
+
+    def to_wire(self) -> Dict[str, Any]:
+        """The item as the protocol spells it."""
+        d: Dict[str, Any] = {"payload": self.payload}
+        for k in ("job", "group", "delay_ms", "max_attempts"):
+            v = getattr(self, k)
+            if v is not None:
+                d[k] = v
+        return d
+
+
+@dataclass
+class LeaseRef:
+    """What a settle (``complete``, ``fail``, ``release``, ``extend``)
+    needs: the queue, the job id and the lease token. A :class:`LeasedJob`
+    is one; make one by hand to settle a lease known only by its token."""
+
+    queue: str
+    """The queue."""
+    job: str
+    """The job id."""
+    lease: str
+    """The fencing token, sent back exactly (opaque)."""
+
+
+@dataclass
+class LeasedJob(LeaseRef):
+    """A leased job (6.7), from ``claim`` or a ``stream`` push."""
+
+    group: Optional[str] = None
+    """The group; ``None`` for an ungrouped (flat) job."""
+    attempt: int = 1
+    """Leases so far, this one included (1 on first delivery)."""
+    lease_until: int = 0
+    """The lease deadline, ms on the backend's clock (advisory); ``extend``
+    through the client updates it."""
+    payload: Any = None
+    """The payload, decoded."""
+    received: float = field(default_factory=time.monotonic)
+    """``time.monotonic()`` when the client read the job: a worker's own
+    lease timer starts here (the protocol's advice, 6.1)."""
+
+    @classmethod
+    def from_wire(cls, j: Mapping[str, Any], received: float) -> "LeasedJob":
+        """Read a leased job of a ``claim`` reply or a ``"job"`` push."""
+        return cls(
+            queue=str(j.get("queue", "")),
+            job=str(j.get("job", "")),
+            lease=str(j.get("lease", "")),
+            group=_opt_str(j, "group"),
+            attempt=_int(j, "attempt", 1),
+            lease_until=_int(j, "lease_until"),
+            payload=j.get("payload"),
+            received=received,
+        )
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Queue-wide counts, the reply to ``stats`` (5.19)."""
+
+    pending: int
+    """Pending jobs in every lane and the flat set."""
+    active: int
+    """Leased jobs."""
+    delayed: int
+    """Jobs waiting for their time (delay or backoff)."""
+    dead: int
+    """Dead-lettered jobs."""
+    ring: int
+    """Lanes serviceable now."""
+    groups: int
+    """Registered groups."""
+    paused: int
+    """Paused groups."""
+    flat: int
+    """Pending ungrouped jobs."""
+
+    @classmethod
+    def from_wire(cls, r: Mapping[str, Any]) -> "Stats":
+        """Read a ``stats`` reply."""
+        return cls(*(_int(r, k) for k in ("pending", "active", "delayed", "dead", "ring", "groups", "paused", "flat")))
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    """One group of a ``groups`` page (5.20)."""
+
+    group: str
+    """The group id."""
+    depth: int
+    """Pending jobs in its lane."""
+    active: int
+    """Its leased jobs."""
+    limit: Optional[int]
+    """Its ceiling; ``None`` without one."""
+    paused: bool
+    """Whether it is paused."""
+
+    @classmethod
+    def from_wire(cls, g: Mapping[str, Any]) -> "GroupInfo":
+        """Read one entry of a ``groups`` reply."""
+        return cls(str(g.get("group", "")), _int(g, "depth"), _int(g, "active"), _opt_int(g, "limit"), g.get("paused") is True)
+
+
+@dataclass(frozen=True)
+class GroupsPage:
+    """One page of the group registry (5.20)."""
+
+    groups: List[GroupInfo]
+    """The groups of this page."""
+    cursor: str
+    """Pass it back for the next page; ``"0"``: this was the last."""
+
+    @property
+    def done(self) -> bool:
+        """True on the last page."""
+        return self.cursor == "0"
+
+    @classmethod
+    def from_wire(cls, r: Mapping[str, Any]) -> "GroupsPage":
+        """Read a ``groups`` reply."""
+        gs = r.get("groups")
+        return cls([GroupInfo.from_wire(g) for g in gs] if isinstance(gs, list) else [], str(r.get("cursor", "0")))
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """One job's row, the reply to ``job`` (5.21). Fields the row does not
+    have are ``None`` (``raw`` has the row exactly as sent)."""
+
+    job: str
+    """The job id."""
+    state: str
+    """``pending``, ``active``, ``delayed``, ``dead`` or ``completed``."""
+    group: Optional[str]
+    """The group; ``None`` when ungrouped."""
+    payload: Any
+    """The payload; ``None`` once completed (see :attr:`has_payload`)."""
+    attempts: int
+    """Leases so far (a ``release`` gives one back)."""
+    max_attempts: int
+    """Its attempt bound (0: unlimited)."""
+    created_ms: Optional[int]
+    """When it was enqueued."""
+    ready_ms: Optional[int]
+    """When it last became claimable other than by its enqueue."""
+    lease_until: Optional[int]
+    """Its lease deadline, while active."""
+    error: Optional[str]
+    """The last failure's reason."""
+    finished_ms: Optional[int]
+    """When it completed or died."""
+    raw: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """The row as the daemon sent it."""
+
+    @property
+    def has_payload(self) -> bool:
+        """Whether the row still holds a payload (a completed one does not)."""
+        return "payload" in self.raw
+
+    @classmethod
+    def from_wire(cls, j: Mapping[str, Any]) -> "JobInfo":
+        """Read the ``job`` object of a ``job`` reply."""
+        return cls(
+            job=str(j.get("job", "")),
+            state=str(j.get("state", "")),
+            group=_opt_str(j, "group"),
+            payload=j.get("payload"),
+            attempts=_int(j, "attempts"),
+            max_attempts=_int(j, "max_attempts"),
+            created_ms=_opt_int(j, "created_ms"),
+            ready_ms=_opt_int(j, "ready_ms"),
+            lease_until=_opt_int(j, "lease_until"),
+            error=_opt_str(j, "error"),
+            finished_ms=_opt_int(j, "finished_ms"),
+            raw=dict(j),
+        )
+
+
+@dataclass(frozen=True)
+class DeadJob:
+    """One entry of a ``dead`` ``list`` (5.22)."""
+
+    job: str
+    """The job id."""
+    group: Optional[str]
+    """The group; ``None`` when ungrouped."""
+    attempts: int
+    """Leases it had."""
+    error: str
+    """Why it died (the last reason)."""
+    died_ms: int
+    """When it died."""
+
+    @classmethod
+    def from_wire(cls, j: Mapping[str, Any]) -> "DeadJob":
+        """Read one entry of a ``dead`` ``list`` reply."""
+        return cls(str(j.get("job", "")), _opt_str(j, "group"), _int(j, "attempts"), str(j.get("error", "")), _int(j, "died_ms"))
