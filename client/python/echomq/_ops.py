@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, Optional, TypeVar, Union
 
 from .errors import EmqError, error_class, error_from_reply
-from .types import DeadJob, Enqueued, GroupsPage, Hello, Item, JobInfo, LeasedJob, LeaseRef, Stats
+from .types import DeadJob, Enqueued, GroupsPage, Hello, Item, JobInfo, LeasedJob, LeaseRef, PeekPage, Stats
 
 T = TypeVar("T")
 Reply = Dict[str, Any]
@@ -282,9 +282,9 @@ def reassign(queue: str, job: str, group: str) -> Call[Optional[str]]:
     return Call(_req("reassign", queue=queue, job=job, group=group), parse)
 
 
-def drain(queue: str, group: str) -> Call[int]:
-    """Delete one group's pending backlog (5.16). Returns how many jobs
-    were deleted."""
+def drain(queue: str, group: Optional[str] = None) -> Call[int]:
+    """Delete one group's pending backlog, or without ``group`` the flat
+    (ungrouped) one (5.16). Returns how many jobs were deleted."""
     return Call(_req("drain", queue=queue, group=group), _field("drained", int))
 
 
@@ -357,6 +357,22 @@ def check(queue: str) -> Call[List[str]]:
     return Call(_req("check", queue=queue), _field("violations", list))
 
 
+def peek(queue: str, group: Optional[str] = None, state: Optional[str] = None,
+         cursor: Optional[str] = None, count: Optional[int] = None) -> Call[PeekPage]:
+    """One page of jobs in service order with their rows (5.24): a lane
+    (``group``), the flat set, or with ``state`` ``"active"`` (also per
+    group), ``"delayed"`` or ``"dead"``. ``cursor`` is the previous page's;
+    the last page has ``cursor`` ``None``. Changes nothing."""
+    return Call(_req("peek", queue=queue, group=group, state=state, cursor=cursor, count=count),
+                lambda r, at: PeekPage.from_wire(r))
+
+
+def remove(queue: str, job: str) -> Call[str]:
+    """Delete one pending or delayed job (5.25). Returns the state it was
+    in; raises :class:`~echomq.StateError` for a job in any other state."""
+    return Call(_req("remove", queue=queue, job=job), _field("state", str))
+
+
 def request(op: str, **args: Any) -> Call[Reply]:
     """Send any op with the given arguments (``None`` ones left out) and
     return the whole reply object: the escape hatch for what the typed
@@ -367,6 +383,6 @@ def request(op: str, **args: Any) -> Call[Reply]:
 OPS: List[Callable[..., Call[Any]]] = [
     hello, ping, quit, enqueue, enqueue_many, claim, stream, complete, fail, release, extend,
     limit, pause, resume, reassign, drain, depth, reap, stats, groups, job,
-    dead_list, dead_retry, dead_purge, check, request,
+    dead_list, dead_retry, dead_purge, check, peek, remove, request,
 ]
 """Every op, in the order of PROTOCOL.md section 5 (and ``request``)."""

@@ -141,6 +141,8 @@ class AsyncClient:
     dead_retry = _awaited(_ops.dead_retry)
     dead_purge = _awaited(_ops.dead_purge)
     check = _awaited(_ops.check)
+    peek = _awaited(_ops.peek)
+    remove = _awaited(_ops.remove)
     request = _awaited(_ops.request)
 
     async def quit(self) -> None:

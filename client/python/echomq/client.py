@@ -153,6 +153,8 @@ class PipelineBase:
     dead_retry = _queued(_ops.dead_retry)
     dead_purge = _queued(_ops.dead_purge)
     check = _queued(_ops.check)
+    peek = _queued(_ops.peek)
+    remove = _queued(_ops.remove)
     request = _queued(_ops.request)
 
 
@@ -258,6 +260,8 @@ class Client:
     dead_retry = _blocking(_ops.dead_retry)
     dead_purge = _blocking(_ops.dead_purge)
     check = _blocking(_ops.check)
+    peek = _blocking(_ops.peek)
+    remove = _blocking(_ops.remove)
     request = _blocking(_ops.request)
 
     def quit(self) -> None:

@@ -275,6 +275,29 @@ class JobInfo:
 
 
 @dataclass(frozen=True)
+class PeekPage:
+    """One page of ``peek`` (5.24): jobs in service order with their rows."""
+
+    jobs: List[JobInfo]
+    """The jobs of this page, in the order they would be served."""
+    cursor: Optional[str]
+    """Pass it back for the next page; ``None``: no job follows."""
+
+    @property
+    def done(self) -> bool:
+        """True on the last page."""
+        return self.cursor is None
+
+    @classmethod
+    def from_wire(cls, r: Mapping[str, Any]) -> "PeekPage":
+        """Read a ``peek`` reply."""
+        js = r.get("jobs")
+        cur = r.get("cursor")
+        return cls([JobInfo.from_wire(j) for j in js] if isinstance(js, list) else [],
+                   cur if isinstance(cur, str) else None)
+
+
+@dataclass(frozen=True)
 class DeadJob:
     """One entry of a ``dead`` ``list`` (5.22)."""
 

@@ -128,6 +128,31 @@ def test_tenant_levers(client: Client, other: Client, queue: str) -> None:
         client.reassign(queue, j.job, "TENc")
 
 
+def test_peek_remove_and_the_flat_drain(client: Client, other: Client, queue: str) -> None:
+    ids = [client.enqueue(queue, i, group="TENa").job for i in range(3)]
+    flat = [client.enqueue(queue, "f%d" % i).job for i in range(2)]
+    page = client.peek(queue, "TENa", count=2)
+    assert [j.job for j in page.jobs] == ids[:2] and page.cursor == ids[1] and not page.done
+    rest = client.peek(queue, "TENa", cursor=page.cursor)
+    assert [j.job for j in rest.jobs] == ids[2:] and rest.done
+    assert [j.payload for j in client.peek(queue).jobs] == ["f0", "f1"]
+    with pytest.raises(echomq.ArgumentError):
+        client.peek(queue, "TENa", state="dead")
+    assert client.remove(queue, ids[0]) == "pending"
+    with pytest.raises(echomq.NoJobError):
+        client.remove(queue, ids[0])
+    (j,) = client.claim(queue)
+    assert client.peek(queue, state="active").jobs[0].job == j.job
+    with pytest.raises(echomq.StateError):
+        client.remove(queue, j.job)
+    assert client.drain(queue) == 2
+    assert other.depth(queue) == 0 and other.depth(queue, "TENa") == 1
+    for f in flat:  # drained rows are deleted
+        with pytest.raises(echomq.NoJobError):
+            other.job(queue, f)
+    assert client.check(queue) == []
+
+
 def test_reap_recovers_an_expired_lease(client: Client, other: Client, queue: str) -> None:
     job = client.enqueue(queue, 1, group="TENa").job
     client.claim(queue, lease_ms=1)
