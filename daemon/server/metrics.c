@@ -4,7 +4,11 @@
  * the metrics-groups deepest of that page (at most GROUP_PAGE groups):
  * bounded cardinality and bounded backend work, at the price of missing
  * a deep group that sits past the first page on a queue with very many
- * groups. */
+ * groups. A scrape waits at most SCRAPE_WAIT_MS for the backend: a stalled
+ * Redis must not silence the metrics that show what the daemon holds
+ * meanwhile. The reads that have not answered by then are left out (and
+ * counted), and until they have, later scrapes do not ask the backend
+ * again: they answer at once without its gauges. */
 #include "metrics.h"
 
 #include <stdarg.h>
@@ -22,12 +26,15 @@
 #include "queue.h"
 #include "server.h"
 
-#define GROUP_PAGE  256
-#define SCRAPES_MAX 2 /* at once; each costs two backend calls per queue */
+#define GROUP_PAGE     256
+#define SCRAPES_MAX    2    /* at once; each costs two backend calls per queue */
+#define SCRAPE_WAIT_MS 2000 /* for the backend's answers, before answering without them */
 
-/* Scrapes in flight, over the process (a scrape outlives metrics_free
- * when the daemon stops mid-scrape, so the count cannot live there). */
-static int scrapes_inflight;
+/* Scrapes not answered yet, and scrapes answered at their deadline whose
+ * backend reads are still out, over the process (a scrape outlives
+ * metrics_free when the daemon stops mid-scrape, so the counts cannot
+ * live there). */
+static int scrapes_inflight, scrapes_late;
 
 struct metrics {
     struct server *srv;
@@ -51,7 +58,9 @@ struct queue_read {
 };
 
 /* One scrape in flight. Owns its reads; holds a reference to the
- * connection it answers. */
+ * connection it answers. It lives until its last backend read has
+ * answered, which may be after it answered (its deadline); the memory
+ * goes when its timer has closed. */
 struct scrape {
     struct server *srv;
     struct http_conn *conn;
@@ -59,6 +68,8 @@ struct scrape {
     size_t nreads;
     int outstanding;
     size_t backend_errors;
+    bool answered;
+    uv_timer_t deadline;
 };
 
 /* --- text ------------------------------------------------------------------ */
@@ -300,26 +311,48 @@ static void render(struct outbuf *o, const struct scrape *sc)
 
 /* --- the scrape ------------------------------------------------------------ */
 
-static void scrape_free(struct scrape *sc)
+static void scrape_free_cb(uv_handle_t *h)
 {
+    struct scrape *sc = h->data;
     for (size_t i = 0; i < sc->nreads; i++)
         free(sc->reads[i].groups);
     free(sc->reads);
     http_conn_unref(sc->conn);
     free(sc);
-    scrapes_inflight--;
 }
 
-static void scrape_done(struct scrape *sc)
+static void scrape_answer(struct scrape *sc)
 {
-    if (--sc->outstanding > 0)
-        return;
     struct outbuf o;
+    sc->answered = true;
+    scrapes_inflight--;
+    uv_timer_stop(&sc->deadline);
     outbuf_init(&o);
     render(&o, sc);
     http_respond(sc->conn, 200, "text/plain; version=0.0.4; charset=utf-8", o.data, o.len);
     outbuf_deinit(&o);
-    scrape_free(sc);
+}
+
+/* One backend read (or the start's own hold) is done. */
+static void scrape_done(struct scrape *sc)
+{
+    if (--sc->outstanding > 0)
+        return;
+    if (!sc->answered)
+        scrape_answer(sc);
+    else
+        scrapes_late--;
+    uv_close((uv_handle_t *)&sc->deadline, scrape_free_cb);
+}
+
+/* The backend has not answered every read in time: answer without the
+ * missing gauges; the reads still out finish into this scrape later. */
+static void deadline_cb(uv_timer_t *t)
+{
+    struct scrape *sc = t->data;
+    sc->backend_errors += (size_t)sc->outstanding;
+    scrapes_late++;
+    scrape_answer(sc);
 }
 
 /* A backend read failed: its gauges are left out, and the scrape says so. */
@@ -388,6 +421,13 @@ static void scrape_start(struct server *s, struct http_conn *conn)
     sc->conn = conn;
     http_conn_ref(conn);
     sc->outstanding = 1; /* ours, dropped below: render at once if no queue */
+    uv_timer_init(s->loop, &sc->deadline);
+    sc->deadline.data = sc;
+    uv_timer_start(&sc->deadline, deadline_cb, SCRAPE_WAIT_MS, 0);
+    uv_unref((uv_handle_t *)&sc->deadline);
+    /* An earlier scrape's reads still out: the backend is slow, and
+     * asking again would only pile up more of them. */
+    bool skip = scrapes_late > 0;
     for (struct map_entry *e = map_first(&s->eng.queues, &b); e;
          e = map_next(&s->eng.queues, &b, e)) {
         /* A queue only reads have named is none of the metrics' business
@@ -398,6 +438,10 @@ static void scrape_start(struct server *s, struct http_conn *conn)
         struct queue_read *rd = &sc->reads[sc->nreads++];
         rd->sc = sc;
         rd->q = e->value;
+        if (skip) {
+            sc->backend_errors += 2;
+            continue;
+        }
         sc->outstanding += 2;
         if (store_stats(queue_store(rd->q), stats_cb, rd) != 0) {
             sc->backend_errors++;
