@@ -290,6 +290,33 @@ static void render_process(struct outbuf *o)
                 "Start time of the process since unix epoch in seconds.", pi.start_time, 2);
 }
 
+/* The bytes held for clients against max-buffered (budget.h). */
+static void render_budget(struct outbuf *o, const struct server *s)
+{
+    const struct budget *b = &s->bud;
+    scalar(o, "emqd_buffered_bytes", "gauge",
+           "Bytes held for clients now: lines read and not yet run, requests awaiting their "
+           "reply, replies and output not yet written, and the backend calls made for them.",
+           budget_total(s));
+    scalar(o, "emqd_buffered_limit_bytes", "gauge",
+           "max-buffered: past it every connection's reads pause.", s->cfg->max_buffered);
+    scalar(o, "emqd_reads_paused", "gauge",
+           "Connections whose reads are paused now because the daemon is over max-buffered.",
+           b->held);
+    scalar(o, "emqd_reads_paused_total", "counter",
+           "Times a connection's reads were paused because the daemon was over max-buffered.",
+           b->holds);
+    scalar(o, "emqd_buffered_pauses_total", "counter",
+           "Times the daemon went over max-buffered and paused every connection's reads.",
+           b->pauses);
+    family(o, "emqd_buffered_shed_total", "counter",
+           "What was shed because the daemon stayed over max-buffered with reads paused: "
+           "partial lines refused (ELIMIT), connections closed.");
+    put(o, "emqd_buffered_shed_total{what=\"line\"} %llu\n", (unsigned long long)b->shed_lines);
+    put(o, "emqd_buffered_shed_total{what=\"connection\"} %llu\n",
+        (unsigned long long)b->shed_conns);
+}
+
 static void render(struct outbuf *o, const struct scrape *sc)
 {
     const struct server *s = sc->srv;
@@ -299,6 +326,7 @@ static void render(struct outbuf *o, const struct scrape *sc)
     scalar(o, "emqd_connections", "gauge", "Client connections open now.", s->nclients);
     scalar(o, "emqd_connections_accepted_total", "counter", "Client connections accepted.",
            s->count.connections);
+    render_budget(o, s);
     render_requests(o, s);
     render_jobs(o, sc);
     render_groups(o, sc);

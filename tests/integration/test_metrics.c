@@ -477,6 +477,24 @@ Test(metrics, a_pushed_job_waits_from_its_enqueue)
 
 /* --- the budget, and a stalled backend ------------------------------------ */
 
+/* At rest the budget's families are there, and valid: little held, the
+ * limit as configured, nothing paused or shed. */
+Test(metrics, the_budget_of_buffered_bytes_is_exposed)
+{
+    const char *const extra[] = {"--max-buffered", "8388608", NULL};
+    start(extra);
+    char *body = scrape();
+    cr_assert_eq(scrape_value(body, "emqd_buffered_limit_bytes"), 8388608.0);
+    double held = scrape_value(body, "emqd_buffered_bytes");
+    cr_assert(held >= 0 && held < 1 << 20, "an idle daemon holds %.0f bytes", held);
+    cr_assert_eq(scrape_value(body, "emqd_reads_paused"), 0.0);
+    cr_assert_eq(scrape_value(body, "emqd_reads_paused_total"), 0.0);
+    cr_assert_eq(scrape_value(body, "emqd_buffered_pauses_total"), 0.0);
+    cr_assert_eq(scrape_value(body, "emqd_buffered_shed_total{what=\"line\"}"), 0.0);
+    cr_assert_eq(scrape_value(body, "emqd_buffered_shed_total{what=\"connection\"}"), 0.0);
+    scrape_promtool(body);
+}
+
 /* With Redis stopped, a scrape still answers (its queue gauges left out
  * and counted as backend errors), and so does the next one, at once,
  * without asking the stalled backend again. After Redis goes on, the
@@ -496,6 +514,7 @@ Test(metrics, a_scrape_answers_while_redis_is_stopped)
                   "a gauge read from a stopped Redis");
         cr_assert_geq(scrape_value(body, "emqd_scrape_backend_errors"), 2);
         cr_assert_geq(scrape_value(body, "emqd_pool_inflight"), 2, "the calls held by Redis");
+        cr_assert(!isnan(scrape_value(body, "emqd_buffered_bytes")));
         scrape_promtool(body);
     }
     cr_assert_eq(kill(fx_redis.pid, SIGCONT), 0);
