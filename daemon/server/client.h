@@ -47,6 +47,7 @@ struct client {
     size_t inflight;            /* requests not yet answered */
     size_t queued_bytes;        /* replies done but waiting behind an earlier one */
     size_t req_bytes;           /* its requests' parsed forms, until answered (req.c) */
+    struct req *running;        /* the request whose handler runs now (req_run_line) */
     /* What it adds to the server's budget now (client_account): its
      * input not yet run (of it, its partial line), and its output
      * (queued_bytes, out, wbuf). */

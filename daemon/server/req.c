@@ -30,9 +30,19 @@ static void req_count(struct req *r, size_t bytes)
     r->bytes = bytes;
 }
 
+/* What jansson has allocated since before, and not freed (0 if it freed
+ * more). */
+static size_t json_since(size_t before)
+{
+    size_t d = budget_json_bytes() - before;
+    return (ptrdiff_t)d < 0 ? 0 : d;
+}
+
 static void req_free(struct req *r)
 {
     struct client *c = r->c;
+    if (c->running == r)
+        c->running = NULL;
     req_count(r, 0);
     json_decref(r->root);
     json_decref(r->acc);
@@ -273,7 +283,7 @@ void req_run_line(struct client *c, const char *line, size_t len)
      * call (the pool counts that). */
     size_t before = budget_json_bytes();
     int parsed = request_parse(&rq, line, len, &err);
-    req_count(r, sizeof(*r) + (budget_json_bytes() - before));
+    req_count(r, sizeof(*r) + json_since(before));
     if (parsed != 0) {
         r->root = rq.root;
         r->ref = rq.ref;
@@ -318,5 +328,14 @@ void req_run_line(struct client *c, const char *line, size_t len)
     }
     if (r->cmd->flags & CMD_BARRIER)
         c->barrier = r; /* cleared by its reply, maybe within run */
+    c->running = r;     /* cleared if r is freed within run */
     r->cmd->run(r);
+    /* Still waiting for its reply: count what it keeps now that its
+     * handler has run (an enqueue gave its payload to the store, an
+     * enqueue_many made its list of results). */
+    if (c->running == r) {
+        c->running = NULL;
+        if (!r->done)
+            req_count(r, sizeof(*r) + json_since(before));
+    }
 }
