@@ -110,7 +110,7 @@ static void assert_check_clean(struct tc_conn *c, const char *queue)
     json_decref(r);
 }
 
-#define HOGS      32
+#define HOGS      64
 #define HOG_BYTES 700000
 #define GOOD      100000
 
@@ -223,8 +223,11 @@ Test(budget, partial_lines_past_max_buffered_are_refused_not_held)
     json_decref(r);
     enqueued++;
 
+    /* 44.8 MB of partial lines were sent; what may stay is the budget and
+     * a read, the frame buffers' spare room, and under ASan its
+     * quarantine (8 MiB) and shadow. */
     long grown = rss_peak - rss0;
-    cr_assert_lt(grown, 16 * 1024, "emqd grew by %ld KiB under %d x %d bytes of partial lines",
+    cr_assert_lt(grown, 24 * 1024, "emqd grew by %ld KiB under %d x %d bytes of partial lines",
                  grown, HOGS, HOG_BYTES);
     cr_assert_leq(gauge_peak, BUDGET + 2 * READ_MAX, "emqd held %lld bytes with max-buffered at %u",
                   gauge_peak, BUDGET);
@@ -317,7 +320,9 @@ Test(budget, a_stalled_backend_holds_the_daemon_to_max_buffered)
     }
     cr_assert_leq(gauge_peak, BUDGET + 2 * READ_MAX, "emqd held %lld bytes with max-buffered at %u",
                   gauge_peak, BUDGET);
-    cr_assert_lt(rss - rss0, 16 * 1024, "emqd grew by %ld KiB with Redis stopped", rss - rss0);
+    /* Unbounded, 4 x 4096 requests of ~3.8 KB would be 62 MB; bounded,
+     * the budget and what malloc (and ASan: quarantine, shadow) keep. */
+    cr_assert_lt(rss - rss0, 32 * 1024, "emqd grew by %ld KiB with Redis stopped", rss - rss0);
 
     cr_assert_eq(kill(fx_redis.pid, SIGCONT), 0);
     long long acked = 0;
