@@ -5,7 +5,10 @@
  * grows past max_line + 1 bytes it can no longer be a valid line, even with
  * a "\r" still to strip: its first max_line + 2 bytes are kept, closed with
  * a '\n' of our own so frame_next() reports it in its place, and the rest of
- * it is dropped as it arrives, up to and including its real '\n'. */
+ * it is dropped as it arrives, up to and including its real '\n'. A line
+ * refused by frame_refuse() is dropped the same way, whole; what marks its
+ * place is the offset refused_at (it is followed by the lines after it,
+ * once its '\n' has come). */
 #include "frame.h"
 
 #include <errno.h>
@@ -26,8 +29,8 @@ void frame_deinit(struct frame *f)
 {
     free(f->buf);
     f->buf = NULL;
-    f->cap = f->start = f->tail = f->end = 0;
-    f->discarding = false;
+    f->cap = f->start = f->tail = f->end = f->refused_at = 0;
+    f->discarding = f->refused = false;
 }
 
 /* Move the unreturned bytes to the front of the buffer. */
@@ -38,6 +41,8 @@ static void compact(struct frame *f)
     memmove(f->buf, f->buf + f->start, f->end - f->start);
     f->tail -= f->start;
     f->end -= f->start;
+    if (f->refused)
+        f->refused_at -= f->start;
     f->start = 0;
 }
 
@@ -73,7 +78,7 @@ int frame_space(struct frame *f, size_t want, char **room, size_t *room_len)
     if (want == 0)
         want = 1;
     if (f->start == f->end) {
-        f->start = f->tail = f->end = 0;
+        f->start = f->tail = f->end = f->refused_at = 0;
         /* An idle connection does not keep the memory of one big line. */
         if (f->cap > FRAME_CAP_KEEP && f->cap > 2 * (want + 1)) {
             free(f->buf);
@@ -139,7 +144,13 @@ int frame_feed(struct frame *f, const char *data, size_t len)
 
 int frame_next(struct frame *f, const char **line, size_t *len)
 {
-    while (f->start < f->tail) {
+    for (;;) {
+        if (f->refused && f->start == f->refused_at) {
+            f->refused = false;
+            return FRAME_EREFUSED;
+        }
+        if (f->start >= f->tail)
+            return FRAME_EAGAIN;
         char *s = f->buf + f->start;
         /* Every byte before tail belongs to a line ending in '\n'. */
         char *nl = memchr(s, '\n', f->tail - f->start);
@@ -157,10 +168,31 @@ int frame_next(struct frame *f, const char **line, size_t *len)
         *len = n;
         return 0;
     }
-    return FRAME_EAGAIN;
 }
 
 size_t frame_pending(const struct frame *f)
 {
     return f->end - f->start;
+}
+
+size_t frame_partial(const struct frame *f)
+{
+    return f->end - f->tail;
+}
+
+size_t frame_refuse(struct frame *f)
+{
+    size_t n = f->end - f->tail;
+    if (n == 0 || f->refused)
+        return 0;
+    f->end = f->tail;
+    f->refused = true;
+    f->refused_at = f->tail;
+    f->discarding = true;
+    if (f->start == f->end && f->cap > FRAME_CAP_KEEP) {
+        free(f->buf);
+        f->buf = NULL;
+        f->cap = f->start = f->tail = f->end = f->refused_at = 0;
+    }
+    return n;
 }

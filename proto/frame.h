@@ -16,6 +16,7 @@
 enum {
     FRAME_EAGAIN = 1, /* no complete line is buffered: feed more bytes */
     FRAME_ETOOBIG,    /* a line longer than max_line was dropped (once per line) */
+    FRAME_EREFUSED,   /* a line frame_refuse() dropped, in its place (once per line) */
 };
 
 /* A line reader for one connection. Lines end in "\n"; a "\r" before the
@@ -27,7 +28,9 @@ struct frame {
     size_t tail;     /* start of the last, unterminated line: no '\n' after it */
     size_t end;      /* one past the last buffered byte */
     size_t max_line; /* longest line accepted, "\r\n" not counted */
-    bool discarding; /* dropping the rest of an oversized line up to its '\n' */
+    bool discarding; /* dropping the rest of an oversized or refused line up to its '\n' */
+    bool refused;    /* a refused line is still to be reported, at refused_at */
+    size_t refused_at;
 };
 
 /* Set up an empty reader accepting lines of at most max_line bytes (>= 1).
@@ -59,5 +62,16 @@ int frame_next(struct frame *f, const char **line, size_t *len);
 
 /* Bytes buffered and not yet returned as lines (a partial line included). */
 size_t frame_pending(const struct frame *f);
+
+/* Bytes of the last line read so far, which has no '\n' yet. */
+size_t frame_partial(const struct frame *f);
+
+/* Refuse the line still arriving, whatever its length, as if it were over
+ * max_line: its bytes read so far are dropped now, the rest as it arrives
+ * up to its '\n', and frame_next() reports FRAME_EREFUSED once in its place
+ * in the order of lines. A reader left empty gives its buffer back. Returns
+ * the bytes dropped; 0 (and nothing changes) when there is no partial line
+ * or a line refused before has not been reported yet. */
+size_t frame_refuse(struct frame *f);
 
 #endif

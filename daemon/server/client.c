@@ -95,7 +95,46 @@ void client_send(struct client *c, const char *data, size_t len)
         client_close(c, "out of memory");
         return;
     }
+    client_account(c);
     client_mark_dirty(c);
+}
+
+void client_account(struct client *c)
+{
+    struct budget *b = &c->srv->bud;
+    if (c->closing)
+        return; /* client_close took what it held out of the sums */
+    size_t in = frame_pending(&c->frame), partial = frame_partial(&c->frame),
+           out = c->queued_bytes + c->out.len + c->wbuf.len;
+    b->input = b->input - c->counted_in + in;
+    b->partial = b->partial - c->counted_partial + partial;
+    b->output = b->output - c->counted_out + out;
+    c->counted_in = in;
+    c->counted_partial = partial;
+    c->counted_out = out;
+}
+
+size_t client_buffered(const struct client *c)
+{
+    return c->counted_in + c->req_bytes + c->counted_out;
+}
+
+/* c would read but the budget holds it (budget.h), or no longer. */
+static void hold(struct client *c)
+{
+    if (c->read_held)
+        return;
+    c->read_held = true;
+    c->srv->bud.held++;
+    c->srv->bud.holds++;
+}
+
+static void unhold(struct client *c)
+{
+    if (!c->read_held)
+        return;
+    c->read_held = false;
+    c->srv->bud.held--;
 }
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -113,12 +152,15 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     buf->len = room_len;
 }
 
-/* Stop reading c (the lines already read stay in its frame buffer). */
+/* Stop reading c (the lines already read stay in its frame buffer). It
+ * waits for its own reason now (quit, requests in flight), not for the
+ * budget. */
 static void read_pause(struct client *c)
 {
     if (c->reading)
         uv_read_stop(&c->h.stream);
     c->reading = false;
+    unhold(c);
 }
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
@@ -146,12 +188,48 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         return;
     frame_commit(&c->frame, (size_t)nread);
     c->lines_left = !run_lines(c);
+    client_account(c);
+    /* Past max-buffered every connection stops reading here, this one
+     * included: the budget is passed by at most this one read. */
+    budget_check(c->srv);
 }
 
 static void read_start(struct client *c)
 {
+    if (c->srv->bud.paused) {
+        hold(c); /* over max-buffered: it reads when the budget lets it */
+        return;
+    }
     if (uv_read_start(&c->h.stream, alloc_cb, read_cb) == 0)
         c->reading = true;
+}
+
+void client_hold_reads(struct client *c)
+{
+    if (!c->reading)
+        return;
+    uv_read_stop(&c->h.stream);
+    c->reading = false;
+    hold(c);
+}
+
+void client_release_reads(struct client *c)
+{
+    if (!c->read_held)
+        return;
+    unhold(c);
+    if (!c->closing && !c->quit && !c->eof)
+        read_start(c);
+}
+
+/* Run the lines c has buffered (a half-closed peer whose last lines ran
+ * is shut down), and count what that changed. */
+static void run_buffered(struct client *c)
+{
+    c->lines_left = !run_lines(c);
+    if (c->eof && !c->lines_left && !c->closing)
+        client_shutdown(c);
+    client_account(c);
 }
 
 void client_resume_all(struct server *s)
@@ -165,9 +243,7 @@ void client_resume_all(struct server *s)
         if (!c->reading && !c->closing && !c->quit) {
             if (!c->eof)
                 read_start(c);
-            c->lines_left = !run_lines(c);
-            if (c->eof && !c->lines_left && !c->closing)
-                client_shutdown(c); /* the last lines of a half-closed peer ran */
+            run_buffered(c);
         }
         client_unref(c);
         c = next;
@@ -190,8 +266,8 @@ static bool run_lines(struct client *c)
             all = true;
             break;
         }
-        if (rc == FRAME_ETOOBIG) {
-            req_too_long(c);
+        if (rc == FRAME_ETOOBIG || rc == FRAME_EREFUSED) {
+            req_unread(c, rc == FRAME_ETOOBIG);
             continue;
         }
         req_run_line(c, line, len);
@@ -215,6 +291,7 @@ static void write_cb(uv_write_t *w, int status)
     struct client *c = w->data;
     c->writing = false;
     outbuf_reset(&c->wbuf);
+    client_account(c);
     if (status < 0 && !c->closing)
         client_close(c, uv_strerror(status));
     else if (!c->closing && (c->out.len > 0 || c->quit))
@@ -379,6 +456,14 @@ void client_close(struct client *c, const char *why)
         return;
     c->closing = true;
     c->barrier = NULL; /* it finishes into the void, like every request */
+    /* What it held leaves the budget now (its requests finish into the
+     * void, its buffers go with it). */
+    s->bud.input -= c->counted_in;
+    s->bud.partial -= c->counted_partial;
+    s->bud.output -= c->counted_out;
+    s->bud.requests -= c->req_bytes;
+    c->counted_in = c->counted_partial = c->counted_out = c->req_bytes = 0;
+    unhold(c);
     if (log_threshold >= LOG_DEBUG) {
         char q[200];
         log_event(LOG_DEBUG, "connection closed", "client=%s reason=%s", c->addr,
@@ -410,13 +495,26 @@ void client_shutdown(struct client *c)
 {
     if (c->closing)
         return;
-    if (c->reading)
-        uv_read_stop(&c->h.stream);
-    c->reading = false;
+    read_pause(c);
     c->quit = true;
     consumer_stop_all(c);
     if (!c->closing)
         client_mark_dirty(c);
+}
+
+size_t client_refuse_line(struct client *c)
+{
+    size_t n = frame_refuse(&c->frame);
+    if (n == 0)
+        return 0;
+    /* Its answer takes its place once the lines before it have run: now,
+     * unless they wait for a reason of their own (requests in flight, a
+     * barrier: they run when it ends), or nothing after quit runs. */
+    if (!c->lines_left && !c->quit && !c->closing)
+        run_buffered(c);
+    else
+        client_account(c);
+    return n;
 }
 
 /* Idle: no request for idle_timeout_ms, none unanswered, no lease held and

@@ -36,6 +36,7 @@ struct client {
     uv_write_t write_req;
     bool writing, dirty, closing, quit, authed, reading, unix_socket, resume_queued;
     bool eof;        /* the peer sent its last byte (it may still read) */
+    bool read_held;  /* it would read, but the daemon is over max-buffered (budget.h) */
     bool lines_left; /* complete lines read but not run yet (reads paused) */
     /* A request that runs in several backend calls (drain): the lines after
      * it wait until it is answered, so they see all of its effects. */
@@ -45,6 +46,12 @@ struct client {
     struct req *head, *tail;    /* requests in arrival order, until replied */
     size_t inflight;            /* requests not yet answered */
     size_t queued_bytes;        /* replies done but waiting behind an earlier one */
+    size_t req_bytes;           /* its requests' parsed forms, until answered (req.c) */
+    struct req *running;        /* the request whose handler runs now (req_run_line) */
+    /* What it adds to the server's budget now (client_account): its
+     * input not yet run (of it, its partial line), and its output
+     * (queued_bytes, out, wbuf). */
+    size_t counted_in, counted_partial, counted_out;
     struct map held;            /* "queue job" -> struct lease, jobs leased to us */
     struct consumer *consumers; /* its parked claims and streams */
     int auth_failures;
@@ -76,5 +83,18 @@ void client_set_authed(struct client *c);
 void client_idle_check(struct client *c, uint64_t now);
 /* Write every dirty client's buffer (called from the flush handle). */
 void client_flush_all(struct server *s);
+
+/* Bring the server's budget up to date with c's input and output. */
+void client_account(struct client *c);
+/* Bytes c holds in the budget: input, requests, output. */
+size_t client_buffered(const struct client *c);
+/* The budget is over max-buffered: stop reading c (if it reads). */
+void client_hold_reads(struct client *c);
+/* The budget is back under its low-water mark: read c again if it was
+ * held. */
+void client_release_reads(struct client *c);
+/* Refuse c's partial line (frame_refuse): its ELIMIT answer takes its
+ * place in the order. Returns the bytes given back (0: none). */
+size_t client_refuse_line(struct client *c);
 
 #endif

@@ -88,6 +88,12 @@ static int enqueue_item(struct req *r, json_t *item, const char *dflt_group, uin
     };
     int rc = store_enqueue(queue_store(r->q), &a, cb, priv);
     outbuf_deinit(&text);
+    /* The store has its own copy of the payload now, and nothing after
+     * this reads it: the request, which waits for its reply (as long as
+     * the backend takes), keeps only the few small fields its reply and
+     * its hand-off need. A payload parsed into a tree (not compact: many
+     * small values) is many times its text. */
+    json_object_del(item, "payload");
     return rc;
 }
 

@@ -4,7 +4,11 @@
  * the metrics-groups deepest of that page (at most GROUP_PAGE groups):
  * bounded cardinality and bounded backend work, at the price of missing
  * a deep group that sits past the first page on a queue with very many
- * groups. */
+ * groups. A scrape waits at most SCRAPE_WAIT_MS for the backend: a stalled
+ * Redis must not silence the metrics that show what the daemon holds
+ * meanwhile. The reads that have not answered by then are left out (and
+ * counted), and until they have, later scrapes do not ask the backend
+ * again: they answer at once without its gauges. */
 #include "metrics.h"
 
 #include <stdarg.h>
@@ -22,12 +26,15 @@
 #include "queue.h"
 #include "server.h"
 
-#define GROUP_PAGE  256
-#define SCRAPES_MAX 2 /* at once; each costs two backend calls per queue */
+#define GROUP_PAGE     256
+#define SCRAPES_MAX    2    /* at once; each costs two backend calls per queue */
+#define SCRAPE_WAIT_MS 2000 /* for the backend's answers, before answering without them */
 
-/* Scrapes in flight, over the process (a scrape outlives metrics_free
- * when the daemon stops mid-scrape, so the count cannot live there). */
-static int scrapes_inflight;
+/* Scrapes not answered yet, and scrapes answered at their deadline whose
+ * backend reads are still out, over the process (a scrape outlives
+ * metrics_free when the daemon stops mid-scrape, so the counts cannot
+ * live there). */
+static int scrapes_inflight, scrapes_late;
 
 struct metrics {
     struct server *srv;
@@ -51,7 +58,9 @@ struct queue_read {
 };
 
 /* One scrape in flight. Owns its reads; holds a reference to the
- * connection it answers. */
+ * connection it answers. It lives until its last backend read has
+ * answered, which may be after it answered (its deadline); the memory
+ * goes when its timer has closed. */
 struct scrape {
     struct server *srv;
     struct http_conn *conn;
@@ -59,6 +68,8 @@ struct scrape {
     size_t nreads;
     int outstanding;
     size_t backend_errors;
+    bool answered;
+    uv_timer_t deadline;
 };
 
 /* --- text ------------------------------------------------------------------ */
@@ -279,6 +290,33 @@ static void render_process(struct outbuf *o)
                 "Start time of the process since unix epoch in seconds.", pi.start_time, 2);
 }
 
+/* The bytes held for clients against max-buffered (budget.h). */
+static void render_budget(struct outbuf *o, const struct server *s)
+{
+    const struct budget *b = &s->bud;
+    scalar(o, "emqd_buffered_bytes", "gauge",
+           "Bytes held for clients now: lines read and not yet run, requests awaiting their "
+           "reply, replies and output not yet written, and the backend calls made for them.",
+           budget_total(s));
+    scalar(o, "emqd_buffered_limit_bytes", "gauge",
+           "max-buffered: past it every connection's reads pause.", s->cfg->max_buffered);
+    scalar(o, "emqd_reads_paused", "gauge",
+           "Connections whose reads are paused now because the daemon is over max-buffered.",
+           b->held);
+    scalar(o, "emqd_reads_paused_total", "counter",
+           "Times a connection's reads were paused because the daemon was over max-buffered.",
+           b->holds);
+    scalar(o, "emqd_buffered_pauses_total", "counter",
+           "Times the daemon went over max-buffered and paused every connection's reads.",
+           b->pauses);
+    family(o, "emqd_buffered_shed_total", "counter",
+           "What was shed because the daemon stayed over max-buffered with reads paused: "
+           "partial lines refused (ELIMIT), connections closed.");
+    put(o, "emqd_buffered_shed_total{what=\"line\"} %llu\n", (unsigned long long)b->shed_lines);
+    put(o, "emqd_buffered_shed_total{what=\"connection\"} %llu\n",
+        (unsigned long long)b->shed_conns);
+}
+
 static void render(struct outbuf *o, const struct scrape *sc)
 {
     const struct server *s = sc->srv;
@@ -288,6 +326,7 @@ static void render(struct outbuf *o, const struct scrape *sc)
     scalar(o, "emqd_connections", "gauge", "Client connections open now.", s->nclients);
     scalar(o, "emqd_connections_accepted_total", "counter", "Client connections accepted.",
            s->count.connections);
+    render_budget(o, s);
     render_requests(o, s);
     render_jobs(o, sc);
     render_groups(o, sc);
@@ -300,26 +339,48 @@ static void render(struct outbuf *o, const struct scrape *sc)
 
 /* --- the scrape ------------------------------------------------------------ */
 
-static void scrape_free(struct scrape *sc)
+static void scrape_free_cb(uv_handle_t *h)
 {
+    struct scrape *sc = h->data;
     for (size_t i = 0; i < sc->nreads; i++)
         free(sc->reads[i].groups);
     free(sc->reads);
     http_conn_unref(sc->conn);
     free(sc);
-    scrapes_inflight--;
 }
 
-static void scrape_done(struct scrape *sc)
+static void scrape_answer(struct scrape *sc)
 {
-    if (--sc->outstanding > 0)
-        return;
     struct outbuf o;
+    sc->answered = true;
+    scrapes_inflight--;
+    uv_timer_stop(&sc->deadline);
     outbuf_init(&o);
     render(&o, sc);
     http_respond(sc->conn, 200, "text/plain; version=0.0.4; charset=utf-8", o.data, o.len);
     outbuf_deinit(&o);
-    scrape_free(sc);
+}
+
+/* One backend read (or the start's own hold) is done. */
+static void scrape_done(struct scrape *sc)
+{
+    if (--sc->outstanding > 0)
+        return;
+    if (!sc->answered)
+        scrape_answer(sc);
+    else
+        scrapes_late--;
+    uv_close((uv_handle_t *)&sc->deadline, scrape_free_cb);
+}
+
+/* The backend has not answered every read in time: answer without the
+ * missing gauges; the reads still out finish into this scrape later. */
+static void deadline_cb(uv_timer_t *t)
+{
+    struct scrape *sc = t->data;
+    sc->backend_errors += (size_t)sc->outstanding;
+    scrapes_late++;
+    scrape_answer(sc);
 }
 
 /* A backend read failed: its gauges are left out, and the scrape says so. */
@@ -388,6 +449,13 @@ static void scrape_start(struct server *s, struct http_conn *conn)
     sc->conn = conn;
     http_conn_ref(conn);
     sc->outstanding = 1; /* ours, dropped below: render at once if no queue */
+    uv_timer_init(s->loop, &sc->deadline);
+    sc->deadline.data = sc;
+    uv_timer_start(&sc->deadline, deadline_cb, SCRAPE_WAIT_MS, 0);
+    uv_unref((uv_handle_t *)&sc->deadline);
+    /* An earlier scrape's reads still out: the backend is slow, and
+     * asking again would only pile up more of them. */
+    bool skip = scrapes_late > 0;
     for (struct map_entry *e = map_first(&s->eng.queues, &b); e;
          e = map_next(&s->eng.queues, &b, e)) {
         /* A queue only reads have named is none of the metrics' business
@@ -398,6 +466,10 @@ static void scrape_start(struct server *s, struct http_conn *conn)
         struct queue_read *rd = &sc->reads[sc->nreads++];
         rd->sc = sc;
         rd->q = e->value;
+        if (skip) {
+            sc->backend_errors += 2;
+            continue;
+        }
         sc->outstanding += 2;
         if (store_stats(queue_store(rd->q), stats_cb, rd) != 0) {
             sc->backend_errors++;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
 #include "client.h"
 #include "cmd.h"
 #include "consumer.h"
@@ -16,9 +17,33 @@
 #include "request.h"
 #include "server.h"
 
+/* The request counts bytes in the budget (its parsed form): add them to
+ * its connection's and the server's, or (bytes 0) take them out. A
+ * closed connection's were all taken out at its close. */
+static void req_count(struct req *r, size_t bytes)
+{
+    struct client *c = r->c;
+    if (!c->closing) {
+        c->req_bytes = c->req_bytes - r->bytes + bytes;
+        c->srv->bud.requests = c->srv->bud.requests - r->bytes + bytes;
+    }
+    r->bytes = bytes;
+}
+
+/* What jansson has allocated since before, and not freed (0 if it freed
+ * more). */
+static size_t json_since(size_t before)
+{
+    size_t d = budget_json_bytes() - before;
+    return (ptrdiff_t)d < 0 ? 0 : d;
+}
+
 static void req_free(struct req *r)
 {
     struct client *c = r->c;
+    if (c->running == r)
+        c->running = NULL;
+    req_count(r, 0);
     json_decref(r->root);
     json_decref(r->acc);
     free(r->reply);
@@ -127,8 +152,10 @@ void req_ok_line(struct req *r, struct outbuf *line, int rc)
     json_decref(r->acc);
     r->root = r->acc = NULL;
     r->ref = NULL;
+    req_count(r, 0);
     c->queued_bytes += r->reply_len;
     req_drain(c);
+    client_account(c);
     /* Replies queued behind a parked request count against the output
      * cap too, so a client cannot pile them up without bound. */
     if (!c->closing && c->queued_bytes > c->srv->cfg->max_output) {
@@ -218,7 +245,7 @@ static struct req *req_new(struct client *c)
     return r;
 }
 
-void req_too_long(struct client *c)
+void req_unread(struct client *c, bool too_long)
 {
     struct req *r = req_new(c);
     if (r == NULL) {
@@ -226,7 +253,10 @@ void req_too_long(struct client *c)
         client_close(c, "out of memory");
         return;
     }
-    req_error(r, WIRE_ETOOBIG, "line longer than %zu bytes", c->srv->cfg->max_line);
+    if (too_long)
+        req_error(r, WIRE_ETOOBIG, "line longer than %zu bytes", c->srv->cfg->max_line);
+    else
+        req_error(r, WIRE_ELIMIT, "line refused: the daemon's client buffers are full");
 }
 
 static bool auth_ok(struct client *c, const struct cmd *cmd)
@@ -248,7 +278,13 @@ void req_run_line(struct client *c, const char *line, size_t len)
     }
     s->count.requests++;
     c->last_active = uv_now(s->loop);
-    if (request_parse(&rq, line, len, &err) != 0) {
+    /* What the parsed form takes, as jansson allocated it: held until the
+     * reply, it is what a request in flight costs beyond its backend
+     * call (the pool counts that). */
+    size_t before = budget_json_bytes();
+    int parsed = request_parse(&rq, line, len, &err);
+    req_count(r, sizeof(*r) + json_since(before));
+    if (parsed != 0) {
         r->root = rq.root;
         r->ref = rq.ref;
         req_error(r, err.code, "%s", err.message);
@@ -292,5 +328,14 @@ void req_run_line(struct client *c, const char *line, size_t len)
     }
     if (r->cmd->flags & CMD_BARRIER)
         c->barrier = r; /* cleared by its reply, maybe within run */
+    c->running = r;     /* cleared if r is freed within run */
     r->cmd->run(r);
+    /* Still waiting for its reply: count what it keeps now that its
+     * handler has run (an enqueue gave its payload to the store, an
+     * enqueue_many made its list of results). */
+    if (c->running == r) {
+        c->running = NULL;
+        if (!r->done)
+            req_count(r, sizeof(*r) + json_since(before));
+    }
 }

@@ -36,13 +36,16 @@ struct req {
     json_t *acc;           /* what a multi-call request gathers (owned) */
     uint64_t n;            /* a counter a multi-call request keeps */
     struct consumer *park; /* a stream to park once this reply is out */
+    size_t bytes;          /* what it counts in the budget while its parsed form is held */
 };
 
 /* Run one line of c as a request (the connection's read path calls it
  * for every complete line, in order). */
 void req_run_line(struct client *c, const char *line, size_t len);
-/* A request for a line longer than max-line: answered ETOOBIG. */
-void req_too_long(struct client *c);
+/* A request for a line that was not read: too_long, one longer than
+ * max-line (answered ETOOBIG); else one refused because the daemon's
+ * client buffers were full (ELIMIT, budget.h). */
+void req_unread(struct client *c, bool too_long);
 
 /* Finish ok with fields (stolen; may be NULL). */
 void req_ok(struct req *r, json_t *fields);

@@ -17,9 +17,12 @@
 static void flush_cb(uv_check_t *h)
 {
     struct server *s = h->data;
-    /* Completions first (their replies come later); then every reply and
-     * push of this turn leaves in one write per connection. */
+    /* Completions first (their replies come later); then the budget
+     * (which may pause or resume reads, and answer refused lines); then
+     * every reply and push of this turn leaves in one write per
+     * connection. */
     engine_tick(&s->eng);
+    budget_turn(s);
     client_flush_all(s);
 }
 
@@ -34,6 +37,7 @@ static void sweep_cb(uv_timer_t *t)
             lease_sweep(c, now);
         client_idle_check(c, now);
     }
+    budget_sweep(s);
 }
 
 /* Every queue any daemon has used is named in emq:queues, so a daemon
@@ -91,6 +95,7 @@ int server_init(struct server *s, uv_loop_t *loop, const struct config *cfg)
     s->loop = loop;
     s->cfg = cfg;
     engine_init(&s->eng, loop, cfg);
+    budget_init(&s->bud);
     mint_init(&s->mint);
     mint_rand_init(&s->rand);
     uv_check_init(loop, &s->flush);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "budget.h"
 #include "config.h"
 #include "engine.h"
 #include "errors.h"
@@ -47,6 +48,7 @@ struct server {
     uv_timer_t sweep;       /* forgets leases that have run out (lease_sweep) */
     uv_idle_t resume;       /* runs client_resume_all while clients wait in resumed */
     struct client *resumed; /* clients whose paused reads may resume */
+    struct budget bud;      /* the bytes held for every client, against max-buffered */
     uv_signal_t sigterm, sigint;
     bool stopping, listening;
     int exit_code;

@@ -93,6 +93,8 @@ static void req_finish(struct pool_req *r, redisReply *reply, int failure)
         assert(r->route->inflight > 0);
         r->route->inflight--;
     }
+    assert(p->held_bytes >= sizeof(*r) + r->len);
+    p->held_bytes -= sizeof(*r) + r->len;
     r->cb(r->priv, reply != NULL ? 0 : failure, reply);
     free(r);
 }
@@ -279,11 +281,18 @@ static size_t arg_len(const char **argv, const size_t *lens, int i)
     return lens != NULL ? lens[i] : strlen(argv[i]);
 }
 
-/* Accept r: count it, tie it to its route, send it. */
-static void req_submit(struct pool *p, struct pool_route *rt, struct pool_req *r)
+/* Count r in: accepted, in flight until req_finish, its bytes held. */
+static void req_accept(struct pool *p, const struct pool_req *r)
 {
     p->stats.requests++;
     p->stats.inflight++;
+    p->held_bytes += sizeof(*r) + r->len;
+}
+
+/* Accept r: count it, tie it to its route, send it. */
+static void req_submit(struct pool *p, struct pool_route *rt, struct pool_req *r)
+{
+    req_accept(p, r);
     r->route = rt;
     if (rt != NULL)
         rt->inflight++;
@@ -390,8 +399,7 @@ int pool_command_on(struct pool_conn *c, int argc, const char **argv, const size
     struct pool_req *r = req_new_command(p, argc, argv, lens, cb, priv);
     if (r == NULL)
         return -ENOMEM;
-    p->stats.requests++;
-    p->stats.inflight++;
+    req_accept(p, r);
     if (c->holding) {
         r->conn = c;
         list_append(&c->held, r);
@@ -665,6 +673,37 @@ void pool_stats(const struct pool *p, struct pool_stats *out)
 {
     *out = p->stats;
     out->connected = p->ready;
+}
+
+size_t pool_buffered(const struct pool *p)
+{
+    size_t n = p->held_bytes;
+    for (int i = 0; i <= p->size; i++) {
+        const redisAsyncContext *ac = p->conns[i].ac;
+        if (ac == NULL)
+            continue;
+        /* hiredis keeps a copy of every command until the socket takes
+         * it (all of them while Redis does not read), and reads replies
+         * into a buffer of its own. */
+        if (ac->c.obuf != NULL)
+            n += sdsalloc(ac->c.obuf);
+        if (ac->c.reader != NULL && ac->c.reader->buf != NULL)
+            n += sdsalloc(ac->c.reader->buf);
+    }
+    return n;
+}
+
+uint64_t pool_oldest_ms(const struct pool *p)
+{
+    uint64_t now = uv_now(p->loop), oldest = 0;
+    for (int i = 0; i < p->size; i++) {
+        const struct pool_req *r = p->conns[i].sent.first;
+        /* Each connection's list is oldest first; its deadline was set
+         * one timeout after it was written. */
+        if (r != NULL && now + p->timeout > r->deadline && now + p->timeout - r->deadline > oldest)
+            oldest = now + p->timeout - r->deadline;
+    }
+    return oldest;
 }
 
 const char *pool_last_error(const struct pool *p)

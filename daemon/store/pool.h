@@ -160,6 +160,17 @@ bool pool_fenced(const struct pool *p, uint64_t epoch);
 /* Fill out with the pool's counters. */
 void pool_stats(const struct pool *p, struct pool_stats *out);
 
+/* Bytes the pool holds for requests not yet answered: each one's
+ * formatted command, kept until its callback, and hiredis's buffers (its
+ * copy of the commands the socket has not taken yet, and the replies
+ * being read). For the daemon's budget of buffered bytes. */
+size_t pool_buffered(const struct pool *p);
+
+/* How long (ms) the oldest command written to Redis and not yet answered
+ * has been waiting; 0 when none is. A backend that answers keeps it near
+ * its round trip; a stalled one lets it grow to the deadline. */
+uint64_t pool_oldest_ms(const struct pool *p);
+
 /* Why the last connection attempt or connection failed ("" if none). */
 const char *pool_last_error(const struct pool *p);
 

@@ -131,6 +131,7 @@ struct pool {
     uint64_t losses;           /* connections lost with requests unanswered */
     struct pool_fence *fences; /* those not fenced yet, oldest first */
     bool fence_refused_logged; /* CLIENT KILL refused: said once */
+    size_t held_bytes;         /* the commands of accepted requests, kept until their callback */
     struct pool_stats stats;
     char error[128];          /* the last failure, as logged */
     char where[128];          /* the address, for log lines: IP:PORT or unix:PATH */

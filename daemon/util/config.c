@@ -60,6 +60,8 @@ const struct config_key config_keys[] = {
      "unanswered requests per connection before its reads pause"},
     {"max-output", CONFIG_SIZE, OFF(max_output), 4096, 1ULL << 40, "67108864", CONFIG_RELOAD,
      "bytes queued to one connection before it is dropped"},
+    {"max-buffered", CONFIG_SIZE, OFF(max_buffered), 1u << 20, 1ULL << 40, "1073741824",
+     CONFIG_RELOAD, "bytes held for all connections together before every read pauses"},
     {"idle-timeout-ms", CONFIG_U64, OFF(idle_timeout_ms), 0, 1ULL << 40, "600000", CONFIG_RELOAD,
      "close a connection idle this long (0 = never)"},
     {"auth-timeout-ms", CONFIG_U64, OFF(auth_timeout_ms), 100, 1ULL << 40, "10000", CONFIG_RELOAD,

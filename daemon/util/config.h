@@ -37,6 +37,7 @@ struct config {
     uint64_t auth_timeout_ms; /* a connection's time to say hello, when a token is set */
     size_t max_inflight;      /* unanswered requests per connection before reads pause */
     size_t max_output;        /* bytes queued to one connection before it is dropped */
+    size_t max_buffered;      /* bytes held for all connections together before reads pause */
     uint64_t idle_timeout_ms; /* close a connection idle this long; 0 = never */
     uint64_t redis_timeout_ms;
     uint64_t lease_ms;     /* default lease of claim / stream */

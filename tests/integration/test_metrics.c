@@ -7,6 +7,7 @@
  * events by polling the endpoint (or the event itself) against generous
  * deadlines; nothing asserts how long anything took (the wait sums are
  * checked against the Redis-clock times the daemon itself reports). */
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -472,4 +473,52 @@ Test(metrics, a_pushed_job_waits_from_its_enqueue)
     hist_check(body, "emqd_job_run_seconds", "ho", 1);
     tc_close(p);
     tc_close(w);
+}
+
+/* --- the budget, and a stalled backend ------------------------------------ */
+
+/* At rest the budget's families are there, and valid: little held, the
+ * limit as configured, nothing paused or shed. */
+Test(metrics, the_budget_of_buffered_bytes_is_exposed)
+{
+    const char *const extra[] = {"--max-buffered", "8388608", NULL};
+    start(extra);
+    char *body = scrape();
+    cr_assert_eq(scrape_value(body, "emqd_buffered_limit_bytes"), 8388608.0);
+    double held = scrape_value(body, "emqd_buffered_bytes");
+    cr_assert(held >= 0 && held < 1 << 20, "an idle daemon holds %.0f bytes", held);
+    cr_assert_eq(scrape_value(body, "emqd_reads_paused"), 0.0);
+    cr_assert_eq(scrape_value(body, "emqd_reads_paused_total"), 0.0);
+    cr_assert_eq(scrape_value(body, "emqd_buffered_pauses_total"), 0.0);
+    cr_assert_eq(scrape_value(body, "emqd_buffered_shed_total{what=\"line\"}"), 0.0);
+    cr_assert_eq(scrape_value(body, "emqd_buffered_shed_total{what=\"connection\"}"), 0.0);
+    scrape_promtool(body);
+}
+
+/* With Redis stopped, a scrape still answers (its queue gauges left out
+ * and counted as backend errors), and so does the next one, at once,
+ * without asking the stalled backend again. After Redis goes on, the
+ * gauges are back. */
+Test(metrics, a_scrape_answers_while_redis_is_stopped)
+{
+    const char *const extra[] = {"--redis-timeout-ms", "600000", NULL};
+    start(extra);
+    struct tc_conn *c = fx_conn();
+    json_t *r = tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"still\",\"payload\":1}");
+    assert_ok(r);
+    json_decref(r);
+    cr_assert_eq(kill(fx_redis.pid, SIGSTOP), 0);
+    for (int i = 0; i < 2; i++) {
+        char *body = scrape();
+        cr_assert(isnan(scrape_value(body, "emqd_queue_jobs{queue=\"still\",state=\"pending\"}")),
+                  "a gauge read from a stopped Redis");
+        cr_assert_geq(scrape_value(body, "emqd_scrape_backend_errors"), 2);
+        cr_assert_geq(scrape_value(body, "emqd_pool_inflight"), 2, "the calls held by Redis");
+        cr_assert(!isnan(scrape_value(body, "emqd_buffered_bytes")));
+        scrape_promtool(body);
+    }
+    cr_assert_eq(kill(fx_redis.pid, SIGCONT), 0);
+    await(scrape_value(scrape(), "emqd_queue_jobs{queue=\"still\",state=\"pending\"}") == 1,
+          "the queue's gauges to come back with Redis");
+    tc_close(c);
 }

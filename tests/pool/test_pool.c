@@ -457,6 +457,42 @@ Test(pool, stopped_redis_fails_requests_by_their_deadline)
     finish();
 }
 
+/* What the pool holds for requests not yet answered is counted: every
+ * command's copy, and hiredis's, while Redis does not read; the oldest
+ * call's age grows while it waits. Once Redis answers, both go back to
+ * (near) nothing. */
+Test(pool, buffered_bytes_and_the_oldest_call_are_counted)
+{
+    enum { N = 200, VALUE = 100000 };
+    static struct call calls[N];
+    struct pool_config cfg = config(1, 600000);
+    char *value = malloc(VALUE + 1);
+    cr_assert_not_null(value);
+    memset(value, 'v', VALUE);
+    value[VALUE] = '\0';
+
+    open_pool(&cfg);
+    cr_assert_lt(pool_buffered(w.pool), 1u << 20, "an idle pool holds little");
+    cr_assert_eq(pool_oldest_ms(w.pool), 0);
+    cr_assert_eq(kill(w.rs.pid, SIGSTOP), 0);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(command(&calls[i], "SET", "emq:test:buffered", value), 0);
+    free(value);
+    cr_assert_geq(pool_buffered(w.pool), (size_t)N * VALUE, "every command's copy is counted");
+    RUN_UNTIL(pool_oldest_ms(w.pool) >= 20);
+    cr_assert_geq(pool_oldest_ms(w.pool), 20, "the waiting call's age grows");
+    cr_assert_geq(pool_buffered(w.pool), (size_t)N * VALUE);
+
+    cr_assert_eq(kill(w.rs.pid, SIGCONT), 0);
+    RUN_UNTIL(answered(calls, N, NULL) == N);
+    cr_assert_eq(answered(calls, N, NULL), N);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(calls[i].status, 0);
+    cr_assert_lt(pool_buffered(w.pool), 1u << 20, "the commands' bytes are given back");
+    cr_assert_eq(pool_oldest_ms(w.pool), 0);
+    finish();
+}
+
 /* True once Redis has served the BLPOP and it blocks no more: its answer
  * has been written to the pool's socket by then. */
 static bool blpop_answered(void)

@@ -6,6 +6,7 @@
 #include "frame.h"
 
 #define TOOBIG    "<ETOOBIG>"
+#define REFUSED   "<EREFUSED>"
 #define LINES_MAX 64
 
 /* The lines pulled out of a reader, ETOOBIG shown as TOOBIG. */
@@ -31,9 +32,10 @@ static void drain(struct frame *f, struct got *g)
 
     while ((rc = frame_next(f, &line, &len)) != FRAME_EAGAIN) {
         cr_assert_lt(g->n, LINES_MAX);
-        if (rc == FRAME_ETOOBIG) {
-            g->lines[g->n] = strdup(TOOBIG);
-            g->lens[g->n++] = strlen(TOOBIG);
+        if (rc == FRAME_ETOOBIG || rc == FRAME_EREFUSED) {
+            g->lines[g->n] = strdup(rc == FRAME_ETOOBIG ? TOOBIG : REFUSED);
+            g->lens[g->n] = strlen(g->lines[g->n]);
+            g->n++;
             continue;
         }
         cr_assert_eq(rc, 0);
@@ -322,6 +324,77 @@ Test(frame, idle_buffer_is_released)
     cr_assert_eq(frame_space(&f, 4096, &room, &room_len), 0);
     cr_assert_lt(f.cap, 65536, "an idle reader gives the big buffer back (cap %zu)", f.cap);
     got_free(&g);
+    frame_deinit(&f);
+    free(s);
+}
+
+/* frame_refuse: the line still arriving is dropped, reported once in its
+ * place (after the complete lines before it, before those after its
+ * newline), and the rest of it is dropped as it comes, in any chunking. */
+Test(frame, a_refused_line_is_reported_in_its_place)
+{
+    static const char before[] = "a\nb\npart", rest[] = "ial line\nc\n\nd\n";
+    for (size_t chunk = 1; chunk <= sizeof(rest) - 1; chunk++) {
+        struct frame f;
+        struct got g = {0};
+        frame_init(&f, 64);
+        cr_assert_eq(frame_feed(&f, before, sizeof(before) - 1), 0);
+        cr_assert_eq(frame_partial(&f), 4);
+        cr_assert_eq(frame_refuse(&f), 4, "the partial line's bytes are dropped");
+        cr_assert_eq(frame_partial(&f), 0);
+        cr_assert_eq(frame_pending(&f), 4, "the complete lines stay");
+        cr_assert_eq(frame_refuse(&f), 0, "nothing to refuse");
+        feed_chunks(&f, rest, sizeof(rest) - 1, chunk, &g);
+        static const char *const want[] = {"a", "b", REFUSED, "c", "d"};
+        expect(&g, want, 5, chunk);
+        got_free(&g);
+        frame_deinit(&f);
+    }
+}
+
+/* The lines before a refused one may be pulled later (reads paused): its
+ * place still comes after them, and a second refusal waits until the
+ * first is reported. */
+Test(frame, a_refused_line_waits_behind_unread_lines)
+{
+    struct frame f;
+    struct got g = {0};
+    const char *line;
+    size_t len;
+
+    frame_init(&f, 64);
+    cr_assert_eq(frame_feed(&f, "one\ntwo\nthr", 11), 0);
+    cr_assert_eq(frame_next(&f, &line, &len), 0);
+    cr_assert_eq(frame_refuse(&f), 3);
+    cr_assert_eq(frame_feed(&f, "ee\nfour\nfi", 10), 0);
+    cr_assert_eq(frame_refuse(&f), 0, "the first refusal is not reported yet");
+    drain(&f, &g);
+    static const char *const want[] = {"two", REFUSED, "four"};
+    expect(&g, want, 3, 0);
+    cr_assert_eq(frame_refuse(&f), 2, "now the next line can be refused");
+    cr_assert_eq(frame_feed(&f, "ve\nsix\n", 7), 0);
+    got_free(&g);
+    drain(&f, &g);
+    static const char *const after[] = {REFUSED, "six"};
+    expect(&g, after, 2, 0);
+    got_free(&g);
+    frame_deinit(&f);
+}
+
+/* A refused line's memory goes at once when nothing else is buffered. */
+Test(frame, a_refused_big_line_gives_its_buffer_back)
+{
+    size_t n = 512 << 10;
+    char *s = malloc(n);
+    struct frame f;
+
+    memset(s, 'q', n);
+    frame_init(&f, FRAME_LINE_DEFAULT);
+    cr_assert_eq(frame_feed(&f, s, n), 0);
+    cr_assert_geq(f.cap, n);
+    cr_assert_eq(frame_refuse(&f), n);
+    cr_assert_eq(f.cap, 0, "the buffer is released (cap %zu)", f.cap);
+    cr_assert_eq(frame_pending(&f), 0);
     frame_deinit(&f);
     free(s);
 }

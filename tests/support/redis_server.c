@@ -220,6 +220,9 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 void redis_server_stop(struct redis_server *rs)
 {
     if (rs->pid > 0) {
+        /* A test that failed while it had stopped the server (SIGSTOP)
+         * must not hang here: a stopped process does not act on SIGTERM. */
+        kill(rs->pid, SIGCONT);
         kill(rs->pid, SIGTERM);
         waitpid(rs->pid, NULL, 0);
         rs->pid = 0;
