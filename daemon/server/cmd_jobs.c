@@ -546,8 +546,8 @@ static void cmd_release(struct req *r)
 {
     const char *why = request_string(r->root, "error", NULL);
     struct store_pair pair = {cmd_str(r, "job"), cmd_str(r, "lease")};
-    if (store_release(queue_store(r->q), why ? why : "released by the worker", STORE_RELEASE_RETURNED, 1, &pair,
-                      release_cb, r) != 0)
+    if (store_release(queue_store(r->q), why ? why : "released by the worker",
+                      STORE_RELEASE_RETURNED, 1, &pair, release_cb, r) != 0)
         req_error(r, WIRE_EUNAVAILABLE, "the backend is unavailable");
 }
 

@@ -164,7 +164,8 @@ void lease_release_all(struct client *c)
     for (size_t i = 0; i < nq; i++) {
         log_event(LOG_INFO, "connection closed holding jobs: released",
                   "client=%s queue=%s jobs=%zu", c->addr, qs[i].q->name, qs[i].pairs.n);
-        queue_release(qs[i].q, qs[i].pairs.n, qs[i].pairs.v, "connection closed", STORE_RELEASE_COUNTED);
+        queue_release(qs[i].q, qs[i].pairs.n, qs[i].pairs.v, "connection closed",
+                      STORE_RELEASE_COUNTED);
         free(qs[i].pairs.v);
     }
     free(qs);

@@ -23,7 +23,6 @@
 
 TestSuite(operate, .fini = fx_teardown, .timeout = 60);
 
-
 /* Write text to a new temporary file; its path goes into path (32 bytes). */
 static void write_temp(char *path, const char *text)
 {

@@ -12,7 +12,6 @@
 
 TestSuite(ops, .init = fx_setup, .fini = fx_teardown, .timeout = 60);
 
-
 static void enqueue(struct tc_conn *c, const char *queue, const char *job, const char *group)
 {
     json_t *r = OK(c,
