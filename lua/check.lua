@@ -1,108 +1,293 @@
--- check: verify the five store invariants for one queue; docs/ARCHITECTURE.md
--- (section 4) states them and what this checks of each.
--- Admin and test use only: it finds the queue's rows and lane keys with
--- SCAN ... MATCH, which walks every key of the database, so its cost is
--- O(keys in the database + groups + ring). It changes nothing.
+-- check: one bounded step of the store-invariant check of one queue;
+-- docs/ARCHITECTURE.md (section 4) states the invariants and how the
+-- steps cover them. The daemon runs the steps in order
+-- (daemon/store/check.c): rows, flat, sets, then ring, each repeated until
+-- it says it is done; after a rows or sets step that named groups, groups
+-- steps examine them; after a ring step whose lanes it has seen before,
+-- dups; and once the ring is walked, off for the lanes found serviceable
+-- but not seen on it. A step examines about ARGV[4] items (keys, members,
+-- groups or lanes) and changes nothing, so Redis never runs one for long
+-- and every violation it reports held when it ran.
 -- KEYS:  the standard ten (lib.lua).
--- ARGV:  1 prefix
--- Returns a list of violations, each a sentence; empty when all hold.
-local v = {}
+-- ARGV:  1 prefix, 2 step, 3 cursor ('' to start), 4 budget (items, >= 1),
+--        5... the step's list:
+--   rows    SCAN of the queue's keys: each job row (two items) checked against the
+--           structures; no list. Names the unregistered groups that have
+--           a lane or a lease index.
+--   flat    pending, active, delayed and dead, paged by index: each member
+--           checked against its row; no list.
+--   sets    SSCAN of groups, then of paused, then HSCAN of glimit; no
+--           list. Names every registered group, and the paused or limited
+--           groups that are not registered.
+--   groups  a list of groups: each one's registration, and every member of
+--           its lane and of its lease index against its row. Names the
+--           ones that are serviceable.
+--   ring    the ring, one page from the cursor on: each lane must be
+--           serviceable. Names the page's lanes; the cursor carries the
+--           last lane read, so a ring that turned by up to a page since
+--           (every claim moves its head to its tail) is resumed after it:
+--           what moved is not skipped.
+--   dups    a list of (group, index, index): a lane read twice by the walk
+--           is reported when both indexes (give or take a few) hold it.
+--   off     a list of groups: each one that is serviceable and (LPOS,
+--           O(ring)) not on the ring is reported.
+-- Returns {next cursor ('' = this step is done), first, names,
+-- violations}: first is the ring index of the first name of a ring step
+-- (0 otherwise); names as listed above; violations are sentences.
+local step, cursor, budget = ARGV[2], ARGV[3], tonumber(ARGV[4])
+if not budget or budget < 1 then return redis.error_reply('EARG bad budget') end
+local v, names = {}, {}
 local function bad(msg) v[#v + 1] = msg end
 
--- Invariant 1: a group is on the ring at most once.
-local ring = call('LRANGE', K_RING, 0, -1)
-local onring, groups = {}, {}
-for _, g in ipairs(ring) do
-  if onring[g] then bad('ring: ' .. g .. ' is on the ring more than once') end
-  onring[g] = true
-  groups[g] = true
-end
-for _, g in ipairs(call('SMEMBERS', K_GROUPS)) do groups[g] = true end
-for _, g in ipairs(call('SMEMBERS', K_PAUSED)) do groups[g] = true end
-for _, g in ipairs(call('HKEYS', K_GLIMIT)) do groups[g] = true end
-
-local function scan(pattern, each)
-  local cursor = '0'
-  repeat
-    local r = call('SCAN', cursor, 'MATCH', pattern, 'COUNT', 1000)
-    cursor = r[1]
-    for _, key in ipairs(r[2]) do each(key) end
-  until cursor == '0'
+-- The state and group of id's row; state nil when it has no row.
+local function row_of(id)
+  local f = call('HMGET', row_key(id), 'state', 'group')
+  if f[1] then return f[1], f[2] or '' end
+  if f[2] or call('EXISTS', row_key(id)) == 1 then return '', f[2] or '' end
+  return nil, ''
 end
 
--- Every lane key names a group, registered or not.
-scan(PFX .. 'g:*', function(key)
-  local g = string.match(string.sub(key, #PFX + 1), '^g:(.+):%a+$')
-  if g then groups[g] = true end
-end)
+local function who(g) return g == '' and 'no group' or 'group ' .. g end
 
--- Every row of the queue, by state.
-local rows = {}
-scan(PFX .. 'job:*', function(key)
-  local id = string.sub(key, #PFX + 5)
-  local f = call('HMGET', key, 'state', 'group')
-  rows[id] = {state = f[1] or '', group = f[2] or ''}
-  if f[2] and f[2] ~= '' then groups[f[2]] = true end
-end)
-
--- Invariant 4 (and 5): each structure holds only rows in the matching
--- state, and each row is in exactly the structure its state names.
-local where = {}
-local function member(set, id, state, group)
-  local r = rows[id]
-  if not r then
-    bad(set .. ': ' .. id .. ' has no job row (lost)')
-    return
-  end
-  if r.state ~= state then
-    bad(set .. ': ' .. id .. ' is ' .. r.state .. ', expected ' .. state)
-  end
-  if group and r.group ~= group then
-    bad(set .. ': ' .. id .. ' belongs to group ' .. r.group .. ', not ' .. group)
-  end
-  if where[id] then bad(id .. ' is in both ' .. where[id] .. ' and ' .. set) end
-  where[id] = set
+-- id, whose row is in state and group, is a member of structure set,
+-- which holds rows in state want (and, wg given, of group wg).
+local function against(set, id, state, group, want, wg)
+  if state ~= want then bad(set .. ': ' .. id .. ' is ' .. state .. ', expected ' .. want) end
+  if wg and group ~= wg then bad(set .. ': ' .. id .. ' belongs to ' .. who(group)) end
 end
-for _, id in ipairs(call('ZRANGE', K_PENDING, 0, -1)) do member('pending', id, 'pending', '') end
-for g in pairs(groups) do
-  for _, id in ipairs(call('ZRANGE', lane_key(g), 0, -1)) do
-    member('lane ' .. g, id, 'pending', g)
-  end
-end
-for _, id in ipairs(call('ZRANGE', K_ACTIVE, 0, -1)) do member('active', id, 'active') end
-for _, id in ipairs(call('ZRANGE', K_DELAYED, 0, -1)) do member('delayed', id, 'delayed') end
-for _, id in ipairs(call('ZRANGE', K_DEAD, 0, -1)) do member('dead', id, 'dead') end
 
+-- Invariant 4 from a structure's side: each member has a row that says
+-- it belongs there.
+local function member(set, id, want, wg)
+  local state, group = row_of(id)
+  if not state then return bad(set .. ': ' .. id .. ' has no job row (lost)') end
+  against(set, id, state, group, want, wg)
+end
+
+-- A member of g's lease index must be an active row of g: with the rows
+-- step (every active row of g is in it), the index is exactly g's active
+-- jobs, so gactive[g] counts them (invariant 3).
+local function leased(g, id)
+  local state, group = row_of(id)
+  local pre = 'gactive: ' .. g .. ' holds ' .. id .. ', which '
+  if not state then return bad(pre .. 'has no job row') end
+  if state ~= 'active' then bad(pre .. 'is ' .. state .. ', not active') end
+  if group ~= g then bad(pre .. 'belongs to ' .. who(group)) end
+end
+
+-- Members from index i on of zset key, each passed to check, at most n
+-- of them. Returns how many it read and whether the set goes on.
+local function page(key, i, n, check)
+  local ids = call('ZRANGE', key, i, i + n - 1)
+  for _, id in ipairs(ids) do check(id) end
+  return #ids, #ids == n and call('ZCARD', key) > i + n
+end
+
+-- Invariant 4 from the row's side: a row is in exactly the structure its
+-- state names (none when completed), and an active grouped row is in its
+-- group's lease index. Each structure holding it judges it as its member
+-- check would, in the same words.
 local valid = {pending = true, active = true, delayed = true, dead = true, completed = true}
-local live = {}
-for id, r in pairs(rows) do
-  if not valid[r.state] then bad('row ' .. id .. ' has unknown state "' .. r.state .. '"') end
-  if r.state == 'completed' then
-    if where[id] then bad('row ' .. id .. ' is completed but still in ' .. where[id]) end
-  elseif not where[id] then
-    bad('row ' .. id .. ' is ' .. r.state .. ' but in no structure (lost)')
+local function row(id)
+  local state, g = row_of(id)
+  if not state then return end -- gone since SCAN named it
+  if not valid[state] then return bad('row ' .. id .. ' has unknown state "' .. state .. '"') end
+  local sets = {{'pending', K_PENDING, 'pending', ''}, {'active', K_ACTIVE, 'active'},
+                {'delayed', K_DELAYED, 'delayed'}, {'dead', K_DEAD, 'dead'}}
+  if g ~= '' then sets[#sets + 1] = {'lane ' .. g, lane_key(g), 'pending', g} end
+  local found = {}
+  for _, s in ipairs(sets) do
+    if call('ZSCORE', s[2], id) then
+      found[#found + 1] = s[1]
+      against(s[1], id, state, g, s[3], s[4])
+    end
   end
-  if r.state == 'active' and r.group ~= '' then
-    live[r.group] = (live[r.group] or 0) + 1
+  for k = 2, #found do bad(id .. ' is in both ' .. found[1] .. ' and ' .. found[k]) end
+  if state == 'completed' then
+    if found[1] then bad('row ' .. id .. ' is completed but still in ' .. found[1]) end
+  elseif not found[1] then
+    bad('row ' .. id .. ' is ' .. state .. ' but in no structure (lost)')
+  end
+  if state == 'active' and g ~= '' and not call('ZSCORE', lane_active_key(g), id) then
+    bad('gactive: ' .. g .. ' does not hold ' .. id .. ', one of its active jobs')
   end
 end
 
--- A group with an active job but no lease index is found from its rows.
-for g in pairs(live) do groups[g] = true end
+local registered = {}
+local function is_registered(g)
+  if registered[g] == nil then registered[g] = call('SISMEMBER', K_GROUPS, g) == 1 end
+  return registered[g]
+end
 
-for g in pairs(groups) do
-  -- Invariant 3: gactive[G], the size of G's lease index g:<G>:active, is
-  -- the number of G's active jobs.
-  local act, n = gactive(g), live[g] or 0
-  if act ~= n then
-    bad('gactive: ' .. g .. ' holds ' .. act .. ' leases but ' .. n .. ' of its jobs are active')
-  end
-  -- Invariant 2: on the ring exactly when serviceable.
-  local want = serviceable(g)
-  if want and not onring[g] then bad('ring: ' .. g .. ' is serviceable but off the ring') end
-  if onring[g] and not want then bad('ring: ' .. g .. ' is on the ring but not serviceable') end
-  if call('ZCARD', lane_key(g)) > 0 and call('SISMEMBER', K_GROUPS, g) == 0 then
+-- A group's own checks. Invariant 2 needs the whole ring, so the daemon
+-- gets the serviceable ones and holds them against the ring walk.
+local function group(g)
+  if call('ZCARD', lane_key(g)) > 0 and not is_registered(g) then
     bad('groups: ' .. g .. ' has pending jobs but is not registered')
   end
+  if serviceable(g) then names[#names + 1] = g end
 end
-return v
+
+-- A cursor is numbers joined with ':'.
+local function join(...) return table.concat({...}, ':') end
+local fields = {}
+for f in string.gmatch(cursor .. ':', '([^:]*):') do fields[#fields + 1] = f end
+local function num(k) return tonumber(fields[k]) or 0 end
+
+if step == 'rows' then
+  -- A row is looked for in up to six structures: it counts as two items.
+  local count = math.max(1, math.floor(budget / 2))
+  local r = call('SCAN', cursor == '' and '0' or cursor, 'MATCH', PFX .. '*', 'COUNT', count)
+  local named = {}
+  for _, key in ipairs(r[2]) do
+    local rest = string.sub(key, #PFX + 1)
+    local g = string.match(rest, '^g:([^:]+):%a+$')
+    if string.sub(rest, 1, 4) == 'job:' then
+      row(string.sub(rest, 5))
+    elseif g and not named[g] and not is_registered(g) then
+      named[g] = true
+      names[#names + 1] = g
+    end
+  end
+  return {r[1] == '0' and '' or r[1], 0, names, v}
+end
+
+if step == 'flat' then
+  -- cursor: which structure (1..4), index in it.
+  local sets = {{'pending', K_PENDING, ''}, {'active', K_ACTIVE}, {'delayed', K_DELAYED},
+                {'dead', K_DEAD}}
+  local k, i, left = math.max(num(1), 1), num(2), budget
+  while k <= #sets and left > 0 do
+    local s = sets[k]
+    local n, more = page(s[2], i, left, function(id) member(s[1], id, s[1], s[3]) end)
+    left = left - math.max(n, 1)
+    if more then
+      i = i + n
+    else
+      k, i = k + 1, 0
+    end
+  end
+  return {k <= #sets and join(k, i) or '', 0, names, v}
+end
+
+if step == 'sets' then
+  -- cursor: which set (1 groups, 2 paused, 3 glimit), its scan cursor.
+  local k, c = math.max(num(1), 1), fields[2] or '0'
+  if c == '' then c = '0' end
+  local r
+  if k == 3 then
+    r = call('HSCAN', K_GLIMIT, c, 'COUNT', budget)
+    for j = 1, #r[2], 2 do
+      if not is_registered(r[2][j]) then names[#names + 1] = r[2][j] end
+    end
+  else
+    r = call('SSCAN', k == 1 and K_GROUPS or K_PAUSED, c, 'COUNT', budget)
+    for _, g in ipairs(r[2]) do
+      if k == 1 or not is_registered(g) then names[#names + 1] = g end
+    end
+  end
+  if r[1] ~= '0' then return {join(k, r[1]), 0, names, v} end
+  return {k < 3 and join(k + 1, '0') or '', 0, names, v}
+end
+
+if step == 'groups' then
+  -- cursor: which group of the list (1...), part (0 its own checks, 1 its
+  -- lane, 2 its lease index), index in that part. A group's own checks
+  -- (half a dozen commands) count as two items, its members one each.
+  local k, part, i, left = math.max(num(1), 1), num(2), num(3), budget
+  while ARGV[4 + k] and left > 0 do
+    local g = ARGV[4 + k]
+    local n, more = 2, false
+    if part == 0 then
+      group(g)
+    elseif part == 1 then
+      n, more = page(lane_key(g), i, left,
+                     function(id) member('lane ' .. g, id, 'pending', g) end)
+    else
+      n, more = page(lane_active_key(g), i, left, function(id) leased(g, id) end)
+    end
+    left = left - n
+    if more then
+      i = i + n
+    elseif part < 2 then
+      part, i = part + 1, 0
+    else
+      k, part, i = k + 1, 0, 0
+    end
+  end
+  return {ARGV[4 + k] and join(k, part, i) or '', 0, names, v}
+end
+
+if step == 'ring' then
+  -- cursor: the index to go on from, how many more lanes the walk may
+  -- read (twice the ring: a ring that rotates under the walk brings lanes
+  -- read back to its tail), and the lane read just before the index.
+  local len = call('LLEN', K_RING)
+  local i, quota, last = string.match(cursor, '^(%d+):(%d+):(.*)$')
+  i, quota = tonumber(i) or 0, tonumber(quota) or 2 * len + budget
+  local from = i
+  if last and i > 0 and call('LINDEX', K_RING, i - 1) ~= last then
+    -- Lanes only move towards the head (rotation, removal), so the lane
+    -- read last is a little before i - 1 now; not found within a page,
+    -- the walk reads that page again rather than skip what moved.
+    local lo = math.max(0, i - budget)
+    local back = call('LRANGE', K_RING, lo, i - 1)
+    from = lo
+    for j = #back, 1, -1 do
+      if back[j] == last then
+        from = lo + j
+        break
+      end
+    end
+  end
+  local lanes = call('LRANGE', K_RING, from, from + budget - 1)
+  for _, g in ipairs(lanes) do
+    if not serviceable(g) then bad('ring: ' .. g .. ' is on the ring but not serviceable') end
+  end
+  quota = quota - #lanes
+  local done = #lanes == 0 or from + #lanes >= len or quota <= 0
+  return {done and '' or join(from + #lanes, quota, lanes[#lanes]), from, lanes, v}
+end
+
+if step == 'dups' then
+  -- A lane the walk read at two indexes: on the ring twice if, now, two
+  -- places within a few of them hold it.
+  local near = 16
+  local k, left = math.max(num(1), 1), budget
+  while ARGV[2 + 3 * k] and left > 0 do
+    local g, a, b = ARGV[2 + 3 * k], tonumber(ARGV[3 + 3 * k]), tonumber(ARGV[4 + 3 * k])
+    if not (a and b) then return redis.error_reply('EARG bad ring index') end
+    local lo, hi = math.max(0, math.min(a, b) - near), math.max(a, b) + near
+    local spans = {{lo, hi}}
+    if math.abs(a - b) > 2 * near + 1 then
+      spans = {{lo, math.min(a, b) + near}, {math.max(0, math.max(a, b) - near), hi}}
+    end
+    local seen = 0
+    for _, s in ipairs(spans) do
+      for _, e in ipairs(call('LRANGE', K_RING, s[1], s[2])) do
+        if e == g then seen = seen + 1 end
+      end
+    end
+    if seen >= 2 then bad('ring: ' .. g .. ' is on the ring more than once') end
+    k, left = k + 1, left - 1
+  end
+  return {ARGV[2 + 3 * k] and tostring(k) or '', 0, names, v}
+end
+
+if step == 'off' then
+  -- An LPOS reads the whole ring when the lane is not on it: ~500 lanes
+  -- compared cost about one item. From the tail, where a lane that came
+  -- back since the walk was pushed.
+  local cost = 1 + math.floor(call('LLEN', K_RING) / 500)
+  local k, left = math.max(num(1), 1), budget
+  while ARGV[4 + k] and left > 0 do
+    local g = ARGV[4 + k]
+    if serviceable(g) and not call('LPOS', K_RING, g, 'RANK', -1) then
+      bad('ring: ' .. g .. ' is serviceable but off the ring')
+    end
+    k, left = k + 1, left - cost
+  end
+  return {ARGV[4 + k] and tostring(k) or '', 0, names, v}
+end
+
+return redis.error_reply('EARG unknown check step')

@@ -432,9 +432,12 @@ static void check_cb(void *priv, const struct store_status *st, size_t n,
     req_ok(r, json_pack("{s:o}", "violations", v));
 }
 
+/* The check runs in bounded steps (store_check), other clients' commands
+ * running at Redis between them; a barrier, so that the connection's
+ * later requests take effect after all of it. */
 static void cmd_check(struct req *r)
 {
-    sent(r, store_check(queue_store(r->q), check_cb, r));
+    sent(r, store_check(queue_store(r->q), STORE_CHECK_BUDGET, check_cb, r));
 }
 
 /* The per-tenant levers and the reads. */
@@ -453,6 +456,6 @@ const struct cmd cmd_admin[] = {
     {"remove", job_spec, cmd_remove, CMD_QUEUE},
     /* dead list reads; retry and purge put the queue in use (cmd_dead) */
     {"dead", dead_spec, cmd_dead, CMD_QUEUE | CMD_READ, check_dead},
-    {"check", queue_spec, cmd_check, CMD_QUEUE | CMD_READ},
+    {"check", queue_spec, cmd_check, CMD_QUEUE | CMD_READ | CMD_BARRIER},
     {NULL, NULL, NULL, 0},
 };

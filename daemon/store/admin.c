@@ -7,6 +7,7 @@
 #include "admin.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -449,8 +450,9 @@ int store_dead_purge(struct store_queue *sq, const char *job, uint64_t limit, st
     return dead_send(sq, "purge", job, limit, count_decode, STORE_CB(cb), priv);
 }
 
-/* check returns its violations, each a string; the registry's SMEMBERS
- * its names. keep (NULL: all) picks the strings a caller is given. */
+/* A check step's names and violations, and the registry's SMEMBERS,
+ * are lists of strings. keep (NULL: all) picks the strings a caller is
+ * given. */
 struct text_list {
     size_t n;
     struct store_text *v;
@@ -475,20 +477,66 @@ static int texts_parse(const redisReply *r, void *out)
     return rc;
 }
 
+/* A step returns {next cursor, first, names, violations}. */
+struct check_res {
+    struct store_check_page page;
+    struct text_list names, violations;
+};
+
+static int check_parse(const redisReply *r, void *out)
+{
+    struct check_res *c = out;
+    *c = (struct check_res){.page.first = 0};
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 || !elem_text(r, 0, &c->page.next) ||
+        !elem_int(r, 1, &c->page.first) || c->page.first < 0)
+        return STORE_SHAPE;
+    int rc = texts_parse(r->element[2], &c->names);
+    if (rc == 0 && (rc = texts_parse(r->element[3], &c->violations)) != 0)
+        free(c->names.v);
+    c->page.nnames = c->names.n;
+    c->page.names = c->names.v;
+    c->page.nviolations = c->violations.n;
+    c->page.violations = c->violations.v;
+    return rc;
+}
+
 static void check_decode(const struct store_call *c, const struct store_status *st,
                          const redisReply *reply)
 {
     struct store_status s = *st;
-    struct text_list res = {0, NULL, NULL};
-    if (!store_parsed(c, &s, reply, texts_parse, &res))
-        res = (struct text_list){0, NULL, NULL};
-    ((store_check_cb *)c->cb)(c->priv, &s, res.n, res.v);
-    free(res.v);
+    struct check_res res;
+    bool ok = store_parsed(c, &s, reply, check_parse, &res);
+    ((store_check_page_cb *)c->cb)(c->priv, &s, ok ? &res.page : NULL);
+    if (ok) {
+        free(res.names.v);
+        free(res.violations.v);
+    }
 }
 
-int store_check(struct store_queue *sq, store_check_cb *cb, void *priv)
+int store_check_step(struct store_queue *sq, const struct store_check_call *call,
+                     store_check_page_cb *cb, void *priv)
 {
-    return store_send(sq, SCRIPT_CHECK, 0, NULL, NULL, check_decode, STORE_CB(cb), priv, 0);
+    if ((int)call->step < 0 || call->step >= STORE_CHECK__COUNT || call->budget < 1 ||
+        call->nlist > INT_MAX - 3)
+        return -EINVAL;
+    const char **argv = malloc((3 + call->nlist) * sizeof(*argv));
+    size_t *argl = malloc((3 + call->nlist) * sizeof(*argl));
+    int rc = -ENOMEM;
+    if (argv != NULL && argl != NULL) {
+        char num[24];
+        argv[0] = store_check_steps[call->step];
+        argv[1] = call->cursor;
+        argv[2] = store_num(num, call->budget);
+        for (size_t i = 0; i < 3; i++)
+            argl[i] = strlen(argv[i]);
+        for (size_t i = 0; i < call->nlist; i++)
+            argv[3 + i] = call->list[i], argl[3 + i] = call->lens[i];
+        rc = store_send(sq, SCRIPT_CHECK, (int)(3 + call->nlist), argv, argl, check_decode,
+                        STORE_CB(cb), priv, 0);
+    }
+    free(argv);
+    free(argl);
+    return rc;
 }
 
 /* --- the queue registry: plain commands ------------------------------------ */

@@ -1,9 +1,10 @@
 /* admin: the typed calls of the per-tenant levers (lua/limit.lua,
  * pause.lua, resume.lua, reassign.lua, drain.lua), the reads (depth.lua,
- * stats.lua, groups.lua, job.lua, dead.lua, check.lua) and the queue
- * registry (two plain commands on STORE_QUEUES_KEY). See store.h for what
- * every call and callback promises; strings in a result are borrowed from
- * the reply and valid during the callback only. */
+ * stats.lua, groups.lua, job.lua, dead.lua; the steps of check.lua, which
+ * check.c runs) and the queue registry (two plain commands on
+ * STORE_QUEUES_KEY). See store.h for what every call and callback
+ * promises; strings in a result are borrowed from the reply and valid
+ * during the callback only. */
 #ifndef EMQ_STORE_ADMIN_H
 #define EMQ_STORE_ADMIN_H
 
@@ -223,12 +224,23 @@ int store_dead_purge(struct store_queue *sq, const char *job, uint64_t limit, st
                      void *priv);
 
 /* The store invariants (docs/ARCHITECTURE.md section 4) that do not hold,
- * each a sentence; n 0: all hold. */
+ * each a sentence, each once; n 0: all hold. After STORE_CHECK_MAX of
+ * them the check stops, and one more sentence says so. */
 typedef void store_check_cb(void *priv, const struct store_status *st, size_t n,
                             const struct store_text *violations);
 
-/* Walks every key of the database at Redis (SCAN): admin and test use. */
-int store_check(struct store_queue *sq, store_check_cb *cb, void *priv);
+/* The items one step of the check op examines at most (a member of a
+ * structure or a ring lane counts as one, a job row or a group's own
+ * checks as two): about a millisecond of Redis' time. */
+#define STORE_CHECK_BUDGET 100
+/* The violations a check lists before it stops. */
+#define STORE_CHECK_MAX 1000
+
+/* Check the queue in bounded steps (lua/check.lua, daemon/store/check.c)
+ * of about budget (>= 1) items each, so Redis serves other clients
+ * between them: admin and test use. The steps go one after another on the
+ * queue's route, and cb runs once, after the last. */
+int store_check(struct store_queue *sq, unsigned budget, store_check_cb *cb, void *priv);
 
 /* --- the queue registry ------------------------------------------------ */
 

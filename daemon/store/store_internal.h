@@ -5,6 +5,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "check.h"
 #include "store.h"
 
 struct store_call;
@@ -90,5 +91,14 @@ const char *store_num(char buf[24], long long v);
 /* An integer reply's value; a string reply of digits too. False when the
  * element is neither. */
 bool store_int(const redisReply *r, long long *out);
+
+/* --- the check's steps (lua/check.lua; check.c runs them) ----------------- */
+
+typedef void store_check_page_cb(void *priv, const struct store_status *st,
+                                 const struct store_check_page *page);
+
+/* Send one step of the check, as call says. */
+int store_check_step(struct store_queue *sq, const struct store_check_call *call,
+                     store_check_page_cb *cb, void *priv);
 
 #endif

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "admin.h"
+#include "check_run.h"
 #include "lanes_fixture.h"
 
 TestSuite(admin, .init = fx_setup, .fini = fx_teardown, .timeout = 60);
@@ -218,23 +220,24 @@ LANE_TEST(admin, the_check_reports_each_kind_of_violation)
      * that cannot fail proves nothing). fx_q stays clean. */
     struct keys bad;
     cr_assert_eq(keys_init(&bad, "bad", 3), 0);
-    redisReply *r;
 #define RUN(...) freeReplyObject(redisCommand(fx_conn, __VA_ARGS__))
     RUN("RPUSH %s TENa TENa", bad.names[KEY_RING]);                 /* twice, and empty */
     RUN("ZADD %sg:TENb:pending 0 JOBghost", bad.prefix);            /* no row, off ring */
     RUN("ZADD %sg:TENc:active 1 JOBnone", bad.prefix);              /* nothing active */
     RUN("HSET %sjob:JOBlost state pending group TENd", bad.prefix); /* in no lane */
 #undef RUN
-    r = lanes_call(fx_conn, &bad, SCRIPT_CHECK, NULL);
-    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
     const char *expect[] = {"more than once", "on the ring but not serviceable",
                             "no job row",     "serviceable but off the ring",
                             "gactive: TENc",  "JOBlost"};
-    for (size_t e = 0; e < sizeof(expect) / sizeof(*expect); e++) {
-        int found = 0;
-        for (size_t i = 0; i < r->elements; i++)
-            found |= strstr(r->element[i]->str, expect[e]) != NULL;
-        cr_assert(found, "check did not report \"%s\"", expect[e]);
+    /* Whatever the size of its steps. */
+    const unsigned budgets[] = {1, 2, STORE_CHECK_BUDGET};
+    for (size_t b = 0; b < sizeof(budgets) / sizeof(*budgets); b++) {
+        struct check_result res;
+        check_run(fx_conn, &bad, budgets[b], &res);
+        cr_assert_str_eq(res.error, "", "check failed: %s", res.error);
+        for (size_t e = 0; e < sizeof(expect) / sizeof(*expect); e++)
+            cr_assert(check_has(&res, expect[e]), "check (steps of %u) did not report \"%s\"",
+                      budgets[b], expect[e]);
+        check_result_free(&res);
     }
-    freeReplyObject(r);
 }

@@ -306,10 +306,10 @@ Test(store_admin, reads_decode)
     cr_assert_str_eq(w.got.text[1], "GRPa");
     cr_assert_eq(w.got.num[1], 2000 + 0 + 40 + 1, "depth 2, active 0, limit 3, paused");
 
-    CALL(store_check(&w.sq, texts, NULL));
+    CALL(store_check(&w.sq, STORE_CHECK_BUDGET, texts, NULL));
     cr_assert(w.got.code == 0 && w.got.n == 0, "%s", w.got.text[0]);
     redis("RPUSH emq:{q}:ring GRPa");
-    CALL(store_check(&w.sq, texts, NULL));
+    CALL(store_check(&w.sq, STORE_CHECK_BUDGET, texts, NULL));
     cr_assert(w.got.code == 0 && w.got.n >= 1);
     cr_assert(has_text("ring: GRPa is on the ring but not serviceable"), "%s", w.got.text[0]);
 }

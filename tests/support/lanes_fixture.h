@@ -30,7 +30,8 @@ void fx_teardown(void);
     }                                                                                              \
     static void name##_body(void)
 
-/* Assert that queue k satisfies every invariant (check.lua returns none). */
+/* Assert that queue k satisfies every invariant: the check (check_run.h)
+ * finds none, in steps of one item and in the daemon's own steps. */
 void fx_assert_invariants(const struct keys *k);
 
 /* One leased job out of a claim reply. */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "keys.h"
 #include "lua_scripts.h"
 
@@ -58,4 +59,19 @@ Test(scripts, keys_carry_the_queue_hash_tag)
     cr_assert_eq(k.lens[KEY_GROUPS], strlen("emq:{orders}:groups"));
     cr_assert_eq(keys_init(&k, "bad}name", 8), KEYS_EQUEUE);
     cr_assert_eq(keys_init(&k, "", 0), KEYS_EQUEUE);
+}
+
+/* The check's step table (daemon/store/check.c) names a step that
+ * lua/check.lua has, for every step. */
+Test(scripts, every_check_step_is_one_the_script_knows)
+{
+    const char *src = script_table[SCRIPT_CHECK].source;
+    for (int i = 0; i < STORE_CHECK__COUNT; i++) {
+        char want[64];
+        cr_assert_not_null(store_check_steps[i], "step %d has no name", i);
+        snprintf(want, sizeof(want), "step == '%s'", store_check_steps[i]);
+        cr_assert_not_null(strstr(src, want), "check.lua has no step %s", store_check_steps[i]);
+        for (int k = 0; k < i; k++)
+            cr_assert_str_neq(store_check_steps[i], store_check_steps[k]);
+    }
 }
