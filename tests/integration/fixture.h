@@ -3,6 +3,7 @@
 #define EMQ_TEST_INTEGRATION_FIXTURE_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
@@ -49,6 +50,20 @@ static inline void fx_redis_pause_writes(bool pause)
               pause ? "PAUSE" : "UNPAUSE");
     freeReplyObject(st);
     redisFree(r);
+}
+
+/* Calls of one Redis command (cmdstat_<cmd>) since the fixture's Redis
+ * started. */
+static inline long long fx_redis_calls(const char *cmd)
+{
+    redisContext *r = redis_server_connect(&fx_redis);
+    cr_assert_not_null(r);
+    char key[64];
+    snprintf(key, sizeof(key), "cmdstat_%s:calls=", cmd);
+    long long n = redis_info_int(r, "commandstats", key);
+    redisFree(r);
+    cr_assert_geq(n, 0, "INFO commandstats failed");
+    return n;
 }
 
 /* A new connection to the fixture's emqd; asserts on failure. */

@@ -35,19 +35,6 @@ static void handoff_setup(void)
 
 TestSuite(handoff, .init = handoff_setup, .fini = fx_teardown, .timeout = 60);
 
-/* Calls of one Redis command since the server started (0 if never). */
-static long long redis_calls(const char *cmd)
-{
-    redisContext *r = redis_server_connect(&fx_redis);
-    cr_assert_not_null(r);
-    char key[64];
-    snprintf(key, sizeof(key), "cmdstat_%s:calls=", cmd);
-    long long n = redis_info_int(r, "commandstats", key);
-    redisFree(r);
-    cr_assert_geq(n, 0, "INFO commandstats failed");
-    return n;
-}
-
 static json_t *ok_call(struct tc_conn *c, const char *line)
 {
     json_t *r = tc_call(c, "%s", line);
@@ -79,8 +66,8 @@ Test(handoff, a_parked_stream_is_pushed_the_job_without_a_wake_or_a_claim)
     struct tc_conn *w = fx_conn(), *p = fx_conn();
     json_decref(ok_call(w, "{\"op\":\"stream\",\"queue\":\"h\",\"credit\":4}"));
     fx_await_quiet(&fx_emqd); /* the claim made on parking is back */
-    long long pub0 = redis_calls("publish"), lmove0 = redis_calls("lmove");
-    long long incr0 = redis_calls("incr");
+    long long pub0 = fx_redis_calls("publish"), lmove0 = fx_redis_calls("lmove");
+    long long incr0 = fx_redis_calls("incr");
     for (int i = 0; i < 3; i++) {
         char line[160];
         snprintf(line, sizeof(line),
@@ -99,9 +86,9 @@ Test(handoff, a_parked_stream_is_pushed_the_job_without_a_wake_or_a_claim)
         complete(w, push);
         json_decref(push);
     }
-    cr_assert_eq(redis_calls("incr"), incr0 + 3, "each job was handed off (a lease token each)");
-    cr_assert_eq(redis_calls("publish"), pub0, "a hand-off wakes no one");
-    cr_assert_eq(redis_calls("lmove"), lmove0, "and runs no claim");
+    cr_assert_eq(fx_redis_calls("incr"), incr0 + 3, "each job was handed off (a lease token each)");
+    cr_assert_eq(fx_redis_calls("publish"), pub0, "a hand-off wakes no one");
+    cr_assert_eq(fx_redis_calls("lmove"), lmove0, "and runs no claim");
     check_clean(p);
     tc_close(w);
     tc_close(p);
@@ -265,7 +252,7 @@ Test(handoff, a_consumer_gone_before_its_hand_off_lands_gets_the_job_back_unspen
     struct tc_conn *c = fx_conn();
     json_t *got = NULL;
     await(claim_one(c, &got), "JOBgone to come back to its lane");
-    cr_assert_eq(redis_calls("incr"), 1, "the enqueue was handed off (its lease token)");
+    cr_assert_eq(fx_redis_calls("incr"), 1, "the enqueue was handed off (its lease token)");
     cr_assert_str_eq(jstr(got, "job"), "JOBgone");
     cr_assert_eq(jint(got, "attempt"), 1,
                  "max_attempts 1: a lease no one received must not spend the attempt");
