@@ -11,9 +11,11 @@
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 step, 3 cursor ('' to start), 4 budget (items, >= 1),
 --        5... the step's list:
---   rows    SCAN of the queue's keys: each job row (two items) checked against the
---           structures; no list. Names the unregistered groups that have
---           a lane or a lease index.
+--   rows    SCAN of the queue's keys (about budget / 2 of them, or eight
+--           SCANs of that COUNT when the database holds more than the
+--           queue): each job row checked against the structures; no list.
+--           Names the unregistered groups that have a lane or a lease
+--           index.
 --   flat    pending, active, delayed and dead, paged by index: each member
 --           checked against its row; no list.
 --   sets    SSCAN of groups, then of paused, then HSCAN of glimit; no
@@ -136,20 +138,26 @@ local function num(k) return tonumber(fields[k]) or 0 end
 
 if step == 'rows' then
   -- A row is looked for in up to six structures: it counts as two items.
+  -- In a database shared with other queues most of what SCAN visits is
+  -- theirs and costs next to nothing, so a call goes on scanning until it
+  -- has met its count of the queue's keys, or scanned eight times that.
   local count = math.max(1, math.floor(budget / 2))
-  local r = call('SCAN', cursor == '' and '0' or cursor, 'MATCH', PFX .. '*', 'COUNT', count)
-  local named = {}
-  for _, key in ipairs(r[2]) do
-    local rest = string.sub(key, #PFX + 1)
-    local g = string.match(rest, '^g:([^:]+):%a+$')
-    if string.sub(rest, 1, 4) == 'job:' then
-      row(string.sub(rest, 5))
-    elseif g and not named[g] and not is_registered(g) then
-      named[g] = true
-      names[#names + 1] = g
+  local c, met, scans, named = cursor == '' and '0' or cursor, 0, 0, {}
+  repeat
+    local r = call('SCAN', c, 'MATCH', PFX .. '*', 'COUNT', count)
+    c, scans, met = r[1], scans + 1, met + #r[2]
+    for _, key in ipairs(r[2]) do
+      local rest = string.sub(key, #PFX + 1)
+      local g = string.match(rest, '^g:([^:]+):%a+$')
+      if string.sub(rest, 1, 4) == 'job:' then
+        row(string.sub(rest, 5))
+      elseif g and not named[g] and not is_registered(g) then
+        named[g] = true
+        names[#names + 1] = g
+      end
     end
-  end
-  return {r[1] == '0' and '' or r[1], 0, names, v}
+  until c == '0' or met >= count or scans >= 8
+  return {c == '0' and '' or c, 0, names, v}
 end
 
 if step == 'flat' then
