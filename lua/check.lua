@@ -11,9 +11,9 @@
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 step, 3 cursor ('' to start), 4 budget (items, >= 1),
 --        5... the step's list:
---   rows    SCAN of the queue's keys (about budget / 2 of them, or eight
---           SCANs of that COUNT when the database holds more than the
---           queue): each job row checked against the structures; no list.
+--   rows    SCAN of the queue's keys (about budget / 2 of them, in up to
+--           eight SCANs when the database holds more than the queue):
+--           each job row checked against the structures; no list.
 --           Names the unregistered groups that have a lane or a lease
 --           index.
 --   flat    pending, active, delayed and dead, paged by index: each member
@@ -139,12 +139,13 @@ local function num(k) return tonumber(fields[k]) or 0 end
 if step == 'rows' then
   -- A row is looked for in up to six structures: it counts as two items.
   -- In a database shared with other queues most of what SCAN visits is
-  -- theirs and costs next to nothing, so a call goes on scanning until it
-  -- has met its count of the queue's keys, or scanned eight times that.
+  -- theirs and costs next to nothing, so a call goes on scanning, for what
+  -- is left of its count, until it has met that many of the queue's keys
+  -- or scanned eight times.
   local count = math.max(1, math.floor(budget / 2))
   local c, met, scans, named = cursor == '' and '0' or cursor, 0, 0, {}
   repeat
-    local r = call('SCAN', c, 'MATCH', PFX .. '*', 'COUNT', count)
+    local r = call('SCAN', c, 'MATCH', PFX .. '*', 'COUNT', count - met)
     c, scans, met = r[1], scans + 1, met + #r[2]
     for _, key in ipairs(r[2]) do
       local rest = string.sub(key, #PFX + 1)
