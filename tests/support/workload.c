@@ -284,6 +284,9 @@ void wl_account(struct workload *wl, int port)
     cr_assert(tc_ok(r), "stats refused");
     cr_assert_eq(json_integer_value(json_object_get(r, "active")), 0, "jobs stuck active");
     cr_assert_eq(json_integer_value(json_object_get(r, "pending")), 0, "jobs left pending");
+    cr_assert_eq(json_integer_value(json_object_get(r, "delayed")), 0, "jobs left delayed");
+    cr_assert_eq(json_integer_value(json_object_get(r, "dead")), 0,
+                 "jobs dead: no fault may kill a job (every job of the set was completed)");
     json_decref(r);
     r = tc_call(c, "{\"op\":\"check\",\"queue\":\"%s\"}", wl->queue);
     cr_assert(tc_ok(r), "check refused");

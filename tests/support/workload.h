@@ -85,7 +85,8 @@ bool wl_await_done(struct workload *wl, int timeout_ms);
 bool wl_await_settled(struct workload *wl, int port, int timeout_ms);
 
 /* The accounting check, as Criterion assertions: every job of the set has
- * a row in state "completed" (job op), stats show active 0 and pending 0,
+ * a row in state "completed" (job op), stats show active, pending,
+ * delayed and dead 0,
  * and the check op reports no violation. Asserts the workers' own records
  * too: every job completed at least once (or flagged unacked). */
 void wl_account(struct workload *wl, int port);
