@@ -108,11 +108,7 @@ void cf_expect_str_at(const redisReply *r, size_t i, const char *want)
 
 long long cf_key_int(const char *cmd, const char *key)
 {
-    redisReply *r = redisCommand(fx_conn, "%s %s", cmd, key);
-    cr_assert(r != NULL && r->type == REDIS_REPLY_INTEGER, "%s %s failed", cmd, key);
-    long long v = r->integer;
-    freeReplyObject(r);
-    return v;
+    return redis_int(fx_conn, "%s %s", cmd, key);
 }
 
 void cf_expect_row(const char *job, const char *field, const char *want)

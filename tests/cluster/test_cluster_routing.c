@@ -15,11 +15,7 @@ TestSuite(cluster, .init = cf_setup, .fini = cf_teardown, .timeout = 120);
 
 static long long keyslot(redisContext *c, const char *key)
 {
-    redisReply *r = redisCommand(c, "CLUSTER KEYSLOT %s", key);
-    cr_assert(r != NULL && r->type == REDIS_REPLY_INTEGER, "CLUSTER KEYSLOT %s failed", key);
-    long long slot = r->integer;
-    freeReplyObject(r);
-    return slot;
+    return redis_int(c, "CLUSTER KEYSLOT %s", key);
 }
 
 Test(cluster, the_queue_registry_is_served_by_its_own_slot_owner)

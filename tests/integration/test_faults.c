@@ -178,11 +178,7 @@ Test(faults, no_acknowledged_job_is_lost_across_a_redis_crash)
 /* The size of a sorted set, asserting Redis answered. */
 static long long zcard(redisContext *rc, const char *key)
 {
-    redisReply *z = redisCommand(rc, "ZCARD %s", key);
-    cr_assert(z != NULL && z->type == REDIS_REPLY_INTEGER, "ZCARD %s failed", key);
-    long long n = z->integer;
-    freeReplyObject(z);
-    return n;
+    return redis_int(rc, "ZCARD %s", key);
 }
 
 /* A daemon killed while its workers held leases: a fresh daemon that no

@@ -432,11 +432,7 @@ static bool queue_in_metrics(const char *queue)
 
 static long long registered(redisContext *rc, const char *queue)
 {
-    redisReply *x = redisCommand(rc, "SISMEMBER emq:queues %s", queue);
-    cr_assert(x != NULL && x->type == REDIS_REPLY_INTEGER);
-    long long v = x->integer;
-    freeReplyObject(x);
-    return v;
+    return redis_int(rc, "SISMEMBER emq:queues %s", queue);
 }
 
 /* Reads of a queue nobody has used (depth, stats, groups, job, dead list,

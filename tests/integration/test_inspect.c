@@ -184,9 +184,7 @@ Test(inspect, bad_peeks_are_refused_and_change_nothing)
     /* peek on a queue nobody used registers nothing (a read). */
     json_decref(OK(c, "{\"op\":\"peek\",\"queue\":\"never\"}"));
     redisContext *rc = redis_server_connect(&fx_redis);
-    redisReply *m = redisCommand(rc, "SISMEMBER emq:queues never");
-    cr_assert_eq(m->integer, 0, "a peek registered the queue");
-    freeReplyObject(m);
+    cr_assert_eq(redis_int(rc, "SISMEMBER emq:queues never"), 0, "a peek registered the queue");
     redisFree(rc);
     cr_assert_eq(fx_stat(c, "iq", "pending"), 1);
     assert_clean(c);

@@ -2,6 +2,7 @@
 #include "redis_server.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <ftw.h>
@@ -14,6 +15,8 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <criterion/criterion.h>
 
 #include "wait.h"
 
@@ -261,6 +264,23 @@ long long redis_server_time_ms(const struct redis_server *rs)
     long long ms = redis_time_ms(c);
     redisFree(c);
     return ms;
+}
+
+long long redis_int(redisContext *c, const char *fmt, ...)
+{
+    char cmd[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_INTEGER, "%s: no integer reply (%s)", cmd,
+              r != NULL && r->str != NULL ? r->str : "no reply");
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
 }
 
 long long redis_info_int(redisContext *c, const char *section, const char *key)

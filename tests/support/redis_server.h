@@ -47,6 +47,10 @@ long long redis_time_ms(redisContext *c);
 /* The same, on a connection of its own to rs. */
 long long redis_server_time_ms(const struct redis_server *rs);
 
+/* Run a command (printf-style, as redisCommand) whose reply must be an
+ * integer, and return it; the test fails otherwise, naming the command. */
+long long redis_int(redisContext *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* The integer that follows key (e.g. "blocked_clients:" or
  * "cmdstat_blpop:calls=") in INFO section; 0 if key is absent, -1 on a
  * connection error. */
