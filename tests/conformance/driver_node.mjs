@@ -86,6 +86,10 @@ const OPS = {
   ],
 };
 
+// Resolved by worker_stop once it has called the worker's stop().
+let stopAsked = null;
+let stopNow = null;
+
 function behaviour(cmd) {
   const behave = cmd.behave || {};
   const fallback = cmd.default_behave || 'complete';
@@ -94,6 +98,12 @@ function behaviour(cmd) {
     const how = behave[job.job] ?? fallback;
     if (how === 'complete') return;
     if (how === 'raise') throw new Error(`raised by ${job.job}`); // the text check 16 looks for
+    if (how === 'until_stop') {
+      // Finishes once worker_stop has called stop() (whose first, synchronous
+      // step marks the worker stopping): the slot frees while it stops.
+      await stopAsked;
+      return;
+    }
     if (how === 'hang') {
       await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
       return;
@@ -163,6 +173,9 @@ const COMMANDS = {
     w.on('failed', (job, err) => out({ event: 'failed', job: job.job, error: errorText(err) }));
     w.on('error', (err) => log('worker:', err.message));
     worker = w;
+    stopAsked = new Promise((resolve) => {
+      stopNow = resolve;
+    });
     try {
       await w.start();
     } catch (err) {
@@ -175,7 +188,9 @@ const COMMANDS = {
     if (!worker) throw new DriverError('EUSAGE', 'no worker is running');
     const w = worker;
     worker = null;
-    await w.stop(opts(cmd, { grace_ms: 'graceMs' }));
+    const stopped = w.stop(opts(cmd, { grace_ms: 'graceMs' }));
+    stopNow();
+    await stopped;
     return {};
   },
 };

@@ -203,6 +203,11 @@ class Driver:
                 raise RuntimeError(f"raised by {job.job}")
             if how.startswith("sleep:"):
                 time.sleep(int(how[6:]) / 1000.0)
+            elif how == "until_stop":
+                # Finishes once worker_stop has asked the worker to stop, so
+                # its slot frees while the worker is stopping, however slow
+                # the machine (check 12 needs no race against a timer).
+                w.wait_for_stop()
             elif how == "hang":
                 self.quitting.wait()  # past any grace: the worker releases the job
             elif how != "complete":

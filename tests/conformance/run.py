@@ -1087,11 +1087,12 @@ def check_reconnect(x):
 # 12
 @check(12, "graceful stop")
 def check_graceful(x):
-    # JOBg-1 works 1.5 s: the worker has that long to act on the stop before
-    # a slot frees, and then 1.5 s of grace to spare.
+    # JOBg-1 works until the stop is asked for, so its slot frees while the
+    # worker stops (never before, however slow the machine): the worker must
+    # not refill it. JOBg-2 hangs past the grace and is released.
     q, grace = "conf12", 3000
     x.ok("worker_start", queue=q, concurrency=2, lease_ms=30000,
-         behave={"JOBg-1": "sleep:1500", "JOBg-2": "hang"}, default_behave="complete")
+         behave={"JOBg-1": "until_stop", "JOBg-2": "hang"}, default_behave="complete")
     x.r.enqueue(q, {"g": 1}, "JOBg-1", "TENg")
     x.r.enqueue(q, {"g": 2}, "JOBg-2", "TENh")
     for j in ("JOBg-1", "JOBg-2"):
