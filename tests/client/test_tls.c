@@ -385,6 +385,26 @@ Test(tls, stalled_handshake_is_cut_at_the_idle_timeout)
     close(half);
 }
 
+/* With idle-timeout-ms 0 (never), auth-timeout-ms bounds the handshake:
+ * a silent connection is not kept forever. */
+Test(tls, handshake_bounded_when_idle_connections_are_kept)
+{
+    start((const char *const[]){TLS_ARGS, "--idle-timeout-ms", "0", "--auth-timeout-ms", "1000",
+                                NULL});
+    int silent = raw_tcp();
+    cr_assert(raw_closed(silent, wait_deadline_ms(0)), "a silent connection was kept");
+    close(silent);
+    cr_assert(emqd_log_has(&fx_emqd, "no TLS handshake in time"));
+    /* A connection that finished its handshake and then idles is kept. */
+    struct emq *c = NULL;
+    cr_assert_eq(tls_connect(&c, NULL, NULL), EMQ_OK, "%s", emq_errmsg(c));
+    int probe = raw_tcp();
+    cr_assert(raw_closed(probe, wait_deadline_ms(0)));
+    close(probe);
+    cr_assert_eq(emq_ping(c), EMQ_OK, "an idle TLS connection was cut: %s", emq_errmsg(c));
+    emq_close(c);
+}
+
 Test(tls, garbage_before_the_handshake)
 {
     start((const char *const[]){TLS_ARGS, "--tls-only", NULL});
