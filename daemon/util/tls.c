@@ -14,6 +14,7 @@
 /* One server context: the SSL_CTX, and what its certificate says. */
 struct tls_ctx {
     SSL_CTX *ctx;
+    bool client;
     char subject[256];
     char serial[80];
 };
@@ -133,6 +134,31 @@ int tls_ctx_new(const struct tls_config *tc, struct tls_ctx **out, char *why, si
     return 0;
 }
 
+int tls_ctx_new_client(const char *ca, struct tls_ctx **out, char *why, size_t cap)
+{
+    struct tls_ctx *x = calloc(1, sizeof(*x));
+    char e[200];
+    *out = NULL;
+    if (x == NULL || (x->ctx = SSL_CTX_new(TLS_client_method())) == NULL) {
+        free(x);
+        snprintf(why, cap, "out of memory");
+        return -ENOMEM;
+    }
+    x->client = true;
+    SSL_CTX_set_min_proto_version(x->ctx, TLS1_2_VERSION);
+    SSL_CTX_set_verify(x->ctx, SSL_VERIFY_PEER, NULL);
+    if (SSL_CTX_load_verify_locations(x->ctx, ca, NULL) != 1) {
+        take_error(e, sizeof(e), "unreadable");
+        snprintf(why, cap, "%s: %s", ca, e);
+        tls_ctx_free(x);
+        return -EINVAL;
+    }
+    snprintf(x->subject, sizeof(x->subject), "(client)");
+    snprintf(x->serial, sizeof(x->serial), "-");
+    *out = x;
+    return 0;
+}
+
 struct tls_ctx *tls_ctx_free(struct tls_ctx *x)
 {
     if (x != NULL) {
@@ -172,7 +198,10 @@ struct tls *tls_new(struct tls_ctx *x)
     BIO_set_mem_eof_return(t->rbio, -1);
     BIO_set_mem_eof_return(t->wbio, -1);
     SSL_set_bio(t->ssl, t->rbio, t->wbio); /* the SSL owns both now */
-    SSL_set_accept_state(t->ssl);
+    if (x->client)
+        SSL_set_connect_state(t->ssl);
+    else
+        SSL_set_accept_state(t->ssl);
     return t;
 }
 

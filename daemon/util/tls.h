@@ -38,6 +38,10 @@ enum {
  * OpenSSL's default ciphers at security level 2). 0 with *out set, or
  * -EINVAL with why (cap bytes) naming the file and the problem. */
 int tls_ctx_new(const struct tls_config *tc, struct tls_ctx **out, char *why, size_t cap);
+/* A client context (for load generators and tests of the daemon): the
+ * server's certificate is verified against the CAs in the PEM file ca.
+ * 0 with *out set, or -EINVAL with why. */
+int tls_ctx_new_client(const char *ca, struct tls_ctx **out, char *why, size_t cap);
 /* Drop the caller's reference; connections still using it keep theirs.
  * Returns NULL. */
 struct tls_ctx *tls_ctx_free(struct tls_ctx *x);
@@ -45,8 +49,9 @@ struct tls_ctx *tls_ctx_free(struct tls_ctx *x);
 const char *tls_ctx_subject(const struct tls_ctx *x);
 const char *tls_ctx_serial(const struct tls_ctx *x);
 
-/* A server-side connection on x, waiting for the peer's ClientHello.
- * NULL when out of memory. */
+/* A connection on x: server side, waiting for the peer's ClientHello,
+ * or client side (x from tls_ctx_new_client), whose ClientHello the first
+ * tls_read makes. NULL when out of memory. */
 struct tls *tls_new(struct tls_ctx *x);
 struct tls *tls_free(struct tls *t);
 
