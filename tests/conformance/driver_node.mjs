@@ -4,11 +4,14 @@
 // JSON result per line on stdout, in order, with worker and stream events
 // between them (tests/conformance/README.md, "The driver protocol").
 // Thin: each command is one call of the client's public API.
+import fs from 'node:fs';
 import readline from 'node:readline';
 import { Client, Worker, EmqError, errorText } from '../../client/node/src/index.js';
 
 const env = process.env;
 const where = { host: env.EMQ_HOST || '127.0.0.1', port: Number(env.EMQ_PORT || 7711) };
+// EMQ_TLS_CA (run.py --tls): speak TLS, verifying emqd with that CA.
+if (env.EMQ_TLS_CA) where.tls = { ca: fs.readFileSync(env.EMQ_TLS_CA) };
 let token = env.EMQ_TOKEN || undefined;
 
 let client = null;
