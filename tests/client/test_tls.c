@@ -361,6 +361,56 @@ Test(tls, wrong_server_ca_is_refused_by_the_client)
     emq_close(c);
 }
 
+/* The name libemq checks: tls_server_name instead of the host (the
+ * certificate names localhost and 127.0.0.1), a name it does not carry
+ * refused, and tls_no_verify taking any certificate. */
+Test(tls, libemq_server_name_and_no_verify)
+{
+    start((const char *const[]){TLS_ARGS, NULL});
+    struct emq_options o = {.host = "127.0.0.1",
+                            .port = fx_emqd.port,
+                            .tls = true,
+                            .tls_ca = certs.ca,
+                            .tls_server_name = "localhost",
+                            .timeout_ms = wait_deadline_ms(0)};
+    struct emq *c = NULL;
+    cr_assert_eq(emq_connect(&c, &o), EMQ_OK, "%s", emq_errmsg(c));
+    emq_close(c);
+    o.tls_server_name = "queue.example";
+    cr_assert_eq(emq_connect(&c, &o), EMQ_EIO, "a certificate for another name was taken");
+    cr_assert(strstr(emq_errmsg(c), "mismatch") != NULL, "%s", emq_errmsg(c));
+    emq_close(c);
+    o.tls_ca = NULL; /* the system's CAs do not know the test CA... */
+    o.tls_server_name = NULL;
+    cr_assert_eq(emq_connect(&c, &o), EMQ_EIO);
+    emq_close(c);
+    o.tls_no_verify = true; /* ...unless nothing is verified */
+    cr_assert_eq(emq_connect(&c, &o), EMQ_OK, "%s", emq_errmsg(c));
+    cr_assert_eq(emq_ping(c), EMQ_OK);
+    emq_close(c);
+}
+
+/* emq_parse_addr's tls:// form, and what it refuses. */
+Test(tls_addr, parse_and_format)
+{
+    struct emq_options o = {0};
+    char buf[64];
+    cr_assert_eq(emq_parse_addr(&o, "tls://127.0.0.1:7712"), EMQ_OK);
+    cr_assert(o.tls);
+    cr_assert_str_eq(o.host, "127.0.0.1");
+    cr_assert_eq(o.port, 7712);
+    cr_assert_str_eq(emq_format_addr(&o, buf, sizeof(buf)), "tls://127.0.0.1:7712");
+    cr_assert_eq(emq_parse_addr(&o, "tls://[::1]:7713"), EMQ_OK);
+    cr_assert_str_eq(emq_format_addr(&o, buf, sizeof(buf)), "tls://[::1]:7713");
+    struct emq_options p = {0};
+    const char *const bad[] = {"tls://", "tls://7711", "tls://unix:/x", "tls:///tmp/s"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        cr_assert_eq(emq_parse_addr(&p, bad[i]), EMQ_EUSAGE, "%s was taken", bad[i]);
+    cr_assert_not(p.tls, "a refused address changed the options");
+    cr_assert_eq(emq_parse_addr(&p, "127.0.0.1:7711"), EMQ_OK);
+    cr_assert_not(p.tls, "a plain address set tls");
+}
+
 /* Open TCP, send nothing (or only a TLS record's first byte): cut at the
  * idle timeout, while a client that keeps talking stays. */
 Test(tls, stalled_handshake_is_cut_at_the_idle_timeout)
