@@ -491,29 +491,42 @@ static void bad_hellos(int n)
     tc_close(c);
 }
 
+/* The usual tokens, with auth-backoff-ms = ms. */
+static void start_backoff(const char *ms)
+{
+    char text[2048];
+    usual_tokens(text, sizeof(text));
+    const char *const more[] = {"--auth-backoff-ms", ms, NULL};
+    start_with(text, more);
+}
+
+/* The reply to hello with token on a new connection (closed again). */
+static json_t *hello_once(const char *token)
+{
+    struct tc_conn *c = fx_conn();
+    json_t *r = tc_call(c, "{\"op\":\"hello\",\"protocol\":1,\"token\":\"%s\"}", token);
+    tc_close(c);
+    return r;
+}
+
 /* Five failed hellos from an address (over two connections) open a
  * window in which even the right token is refused, unchecked; it is
  * logged once however many hellos it refuses; another address is not
  * affected. The window here is an hour, so nothing depends on timing. */
 Test(roles, failed_hellos_back_off_their_address)
 {
-    char text[2048];
-    usual_tokens(text, sizeof(text));
-    const char *const more[] = {"--auth-backoff-ms", "3600000", NULL};
-    start_with(text, more);
+    start_backoff("3600000");
     bad_hellos(4);
     tc_close(conn_as("work-secret", "worker")); /* four: no window yet */
     /* The success started the count again: five more open the window. */
     bad_hellos(5);
     await_log("failed hellos from an address: refusing its hellos for a while");
     for (int i = 0; i < 4; i++) {
-        struct tc_conn *c = fx_conn();
-        json_t *r = tc_call(c, "{\"op\":\"hello\",\"protocol\":1,\"token\":\"work-secret\"}");
+        json_t *r = hello_once("work-secret");
         assert_err(r, "EAUTH");
         cr_assert(strstr(jstr(r, "message"), "too many failed hellos from this address") != NULL,
                   "%s", jstr(r, "message"));
         json_decref(r);
-        tc_close(c);
     }
     cr_assert_eq(emqd_log_count(&fx_emqd, "failed hellos from an address"), 1,
                  "a window is logged once");
@@ -525,21 +538,20 @@ Test(roles, failed_hellos_back_off_their_address)
 }
 
 /* A window ends: once it has passed, the right token works again. */
+/* True if hello with token on a new connection succeeds. */
+static bool hello_passes(const char *token)
+{
+    json_t *r = hello_once(token);
+    bool ok = tc_ok(r);
+    json_decref(r);
+    return ok;
+}
+
 Test(roles, a_backoff_window_ends)
 {
-    char text[2048];
-    usual_tokens(text, sizeof(text));
-    const char *const more[] = {"--auth-backoff-ms", "200", NULL};
-    start_with(text, more);
+    start_backoff("200");
     bad_hellos(5);
     await_log("addr=127.0.0.1 failures=5 backoff_ms=200");
-    bool in = wait_for(({
-        struct tc_conn *c = fx_conn();
-        json_t *r = tc_call(c, "{\"op\":\"hello\",\"protocol\":1,\"token\":\"work-secret\"}");
-        bool ok = tc_ok(r);
-        json_decref(r);
-        tc_close(c);
-        ok;
-    }));
-    cr_assert(in, "the right token works once the window has passed");
+    cr_assert(wait_for(hello_passes("work-secret")),
+              "the right token works once the window has passed");
 }
