@@ -407,6 +407,7 @@ Test(roles, sighup_reloads_the_file_for_new_and_open_connections)
     json_decref(r);
     json_decref(OK(a, "{\"op\":\"enqueue\",\"queue\":\"rl\",\"payload\":1}"));
     cr_assert(tc_read_eof(b, wait_deadline_ms(0)), "w2's connection is closed");
+    tc_close(b);
     await_log("token gone from the tokens file: closing its connection");
 
     tc_close(conn_as("w3-secret", "worker"));
@@ -415,6 +416,8 @@ Test(roles, sighup_reloads_the_file_for_new_and_open_connections)
                     "EAUTH");
     tc_close(c);
     tc_close(a);
+    /* The replaced table was freed (under ASan a leak fails the exit). */
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly");
 }
 
 /* A file that breaks on reload is not used: the running table stays
@@ -535,6 +538,7 @@ Test(roles, failed_hellos_back_off_their_address)
     struct tc_conn *other = conn_from("127.0.0.2");
     json_decref(OK(other, "{\"op\":\"hello\",\"protocol\":1,\"token\":\"work-secret\"}"));
     tc_close(other);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (the table freed?)");
 }
 
 /* A window ends: once it has passed, the right token works again. */
