@@ -8,6 +8,7 @@
 
 #include "client.h"
 #include "log.h"
+#include "perm.h"
 #include "req.h"
 #include "server.h"
 
@@ -95,7 +96,7 @@ static void cmd_hello(struct req *r)
     if (server_auth_required(c->srv) && !hello_auth(r))
         return;
     req_ok(r, json_pack("{s:s, s:s, s:i, s:s}", "server", "emqd", "version", EMQ_VERSION,
-                        "protocol", 1, "role", tokens_role_name(c->role)));
+                        "protocol", 1, "role", tokens_role_name(perm_role(c))));
 }
 
 static void cmd_ping(struct req *r)

@@ -9,6 +9,11 @@
 #include "log.h"
 #include "req.h"
 
+enum tokens_role perm_role(const struct client *c)
+{
+    return c->authed || server_auth_required(c->srv) ? c->role : TOKENS_ADMIN;
+}
+
 /* One refusal: counted, logged (at most one line a second, with the count
  * of those not logged since, so a client cannot flood the log), answered
  * with why (which names only what the client sent and its own token). */
@@ -22,7 +27,7 @@ __attribute__((format(printf, 2, 3))) static void deny(struct req *r, const char
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
     size_t op = cmd_index(r->cmd);
-    unsigned role = (unsigned)c->role <= TOKENS_ADMIN ? (unsigned)c->role : 0;
+    unsigned role = (unsigned)perm_role(c) <= TOKENS_ADMIN ? (unsigned)perm_role(c) : 0;
     if (op < SERVER_OPS_MAX)
         s->denied.n[role][op]++;
     uint64_t now = uv_now(s->loop);
@@ -30,7 +35,7 @@ __attribute__((format(printf, 2, 3))) static void deny(struct req *r, const char
         char q[400];
         log_event(LOG_WARN, "request refused: outside its token's rights",
                   "client=%s token=%s role=%s op=%s unlogged=%llu why=%s", c->addr,
-                  c->tok != NULL ? c->tok->name : "-", tokens_role_name(c->role), r->cmd->name,
+                  c->tok != NULL ? c->tok->name : "-", tokens_role_name(perm_role(c)), r->cmd->name,
                   (unsigned long long)s->denied.unlogged, log_quote(why, q, sizeof(q)));
         s->denied.logged_at = now;
         s->denied.unlogged = 0;
@@ -46,13 +51,14 @@ bool perm_op(struct req *r)
     const struct client *c = r->c;
     if (cmd->flags & CMD_NOAUTH)
         return true;
-    if (c->tok == NULL && c->role < cmd_role(cmd)) {
+    enum tokens_role role = perm_role(c);
+    if (c->tok == NULL && role < cmd_role(cmd)) {
         /* Only a connection whose line a reload removed has no rights. */
         deny(r, "this connection's token was revoked: \"%s\" refused", cmd->name);
         return false;
     }
-    if (c->role < cmd_role(cmd)) {
-        deny(r, "the %s token \"%s\" may not use \"%s\" (%s's)", tokens_role_name(c->role),
+    if (role < cmd_role(cmd)) {
+        deny(r, "the %s token \"%s\" may not use \"%s\" (%s's)", tokens_role_name(role),
              c->tok->name, cmd->name, tokens_role_name(cmd_role(cmd)));
         return false;
     }

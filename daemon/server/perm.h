@@ -16,6 +16,11 @@
 struct client;
 struct req;
 
+/* The role c acts with: its own once it has said hello; admin while it
+ * has not and the daemon needs no hello (a reload dropped every token),
+ * as such a connection could do everything before. */
+enum tokens_role perm_role(const struct client *c);
+
 /* May r's connection run r's op at all? False: r is answered EPERM.
  * Session ops (CMD_NOAUTH) are every role's. */
 bool perm_op(struct req *r);

@@ -420,6 +420,41 @@ Test(roles, sighup_reloads_the_file_for_new_and_open_connections)
     cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly");
 }
 
+/* A reload that drops the tokens file (on loopback, and no token): the
+ * daemon needs no hello any more, so a connection that had not said one
+ * may do everything, as before any token was set; a connection that came
+ * in with a line of the file is closed, its line being gone. */
+Test(roles, dropping_the_tokens_file_on_loopback_opens_the_door)
+{
+    char text[2048], conf[32], settings[128];
+    usual_tokens(text, sizeof(text));
+    emqd_write_temp(tokens_path, text);
+    snprintf(settings, sizeof(settings), "tokens-file = %s\n", tokens_path);
+    emqd_write_temp(conf, settings);
+    const char *const extra[] = {"--config", conf, NULL};
+    cr_assert_eq(redis_server_start(&fx_redis, NULL), 0);
+    cr_assert_eq(emqd_log_to_file(&fx_emqd), 0);
+    cr_assert_eq(emqd_start(&fx_emqd, fx_redis.port, extra), 0, "emqd did not start");
+    struct tc_conn *w = conn_as("work-secret", "worker");
+    struct tc_conn *anon = fx_conn();
+    assert_err_free(tc_call(anon, "{\"op\":\"depth\",\"queue\":\"open\"}"), "EAUTH");
+
+    FILE *f = fopen(conf, "w");
+    cr_assert_not_null(f);
+    fputs("# no tokens any more\n", f);
+    fclose(f);
+    cr_assert_eq(kill(fx_emqd.pid, SIGHUP), 0);
+    await_log("msg=\"tokens reloaded\" tokens=0 connections_kept=0 connections_closed=1");
+    json_decref(OK(anon, "{\"op\":\"drain\",\"queue\":\"open\"}"));
+    json_t *r = OK(anon, "{\"op\":\"hello\",\"protocol\":1}");
+    cr_assert_str_eq(jstr(r, "role"), "admin");
+    json_decref(r);
+    cr_assert(tc_read_eof(w, wait_deadline_ms(0)), "the file token's connection is closed");
+    tc_close(w);
+    tc_close(anon);
+    unlink(conf);
+}
+
 /* A file that breaks on reload is not used: the running table stays
  * (its tokens work, the broken file's new one does not), and the log
  * says which line is wrong. */
