@@ -112,6 +112,8 @@ static const struct ctl_cmd *ctl_find(const char *name)
         return &ctl_enqueue_cmd;
     if (strcmp(name, ctl_top_cmd.name) == 0)
         return &ctl_top_cmd;
+    if (strcmp(name, ctl_token_cmd.name) == 0)
+        return &ctl_token_cmd;
     if (strcmp(name, ctl_help_cmd.name) == 0)
         return &ctl_help_cmd;
     return NULL;
@@ -132,6 +134,7 @@ static void ctl_program_usage(FILE *out)
         ctl_help_line(out, c);
     ctl_help_line(out, &ctl_enqueue_cmd);
     ctl_help_line(out, &ctl_top_cmd);
+    ctl_help_line(out, &ctl_token_cmd);
     ctl_help_line(out, &ctl_help_cmd);
     fprintf(out,
             "\n%s\nRun `emqctl COMMAND --help` for a command's options. "
@@ -445,7 +448,12 @@ static int ctl_call_mode(struct ctl *ctl, json_t *request, json_t **reply, bool 
      * (also a code this library does not know); a library one with its. */
     const char *code = json_string_value(json_object_get(*reply, "error"));
     const char *msg = json_string_value(json_object_get(*reply, "message"));
-    if (code != NULL)
+    if (code != NULL && strcmp(code, "EPERM") == 0)
+        ctl_error(code,
+                  "%s (the token emqctl used, --token or $EMQ_TOKEN, may not do this: its role "
+                  "or queue patterns in emqd's tokens-file do not allow it)",
+                  msg != NULL ? msg : "");
+    else if (code != NULL)
         ctl_error(code, "%s", msg != NULL ? msg : "");
     else
         ctl_error(emq_code_name(rc), "%s", emq_errmsg(ctl->conn));

@@ -455,7 +455,8 @@ int client_accept(struct server *s, uv_stream_t *listener)
     }
     c->last_active = c->opened = uv_now(s->loop);
     /* Opened while no token is set: it stays in if a reload sets one. */
-    c->authed = s->cfg->token == NULL;
+    c->authed = !server_auth_required(s);
+    c->role = c->authed ? TOKENS_ADMIN : 0;
     if (!c->authed) {
         /* Before hello a connection can do nothing but hello, ping and
          * quit: many of them must not hold every slot (max-clients). */
@@ -570,7 +571,7 @@ void client_idle_check(struct client *c, uint64_t now)
         return;
     /* A connection that has not said hello gets auth-timeout-ms to do it,
      * pings or not: it may hold no lease, so nothing is lost. */
-    if (c->unauthed && c->srv->cfg->token != NULL && !c->closing &&
+    if (c->unauthed && server_auth_required(c->srv) && !c->closing &&
         now - c->opened >= c->srv->cfg->auth_timeout_ms) {
         log_event(LOG_INFO, "connection closed: no hello within auth-timeout-ms",
                   "client=%s auth_timeout_ms=%llu", c->addr,

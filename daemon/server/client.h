@@ -13,6 +13,7 @@
 #include "frame.h"
 #include "map.h"
 #include "reply.h"
+#include "tokens.h"
 
 struct consumer;
 struct req;
@@ -55,6 +56,11 @@ struct client {
     struct map held;            /* "queue job" -> struct lease, jobs leased to us */
     struct consumer *consumers; /* its parked claims and streams */
     int auth_failures;
+    /* What it may do (perm.h): the role, and the tokens-file line that gave
+     * it (NULL: the token setting, or no authentication; both admin on
+     * every queue). 0 until hello when authentication is required. */
+    enum tokens_role role;
+    const struct token *tok;
     bool unauthed;   /* counted in the server's nunauthed: a token is set, no hello yet */
     uint64_t opened; /* uv_now() at accept */
     /* TLS (client_tls.h): its state once its first byte was 0x16 (owned;

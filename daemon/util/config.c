@@ -27,6 +27,10 @@ const struct config_key config_keys[] = {
      "clients must 'hello' with this token ('' = no authentication)"},
     {"token-file", CONFIG_STRING, OFF(token_file), 0, 0, "", CONFIG_RELOAD,
      "read the token from this file instead (re-read on SIGHUP)"},
+    /* Roles (issue 18): read by main.c into the server's table at start
+     * and at every SIGHUP, whether or not the path changed. */
+    {"tokens-file", CONFIG_STRING, OFF(tokens_file), 0, 0, "", CONFIG_RELOAD,
+     "tokens with roles: 'NAME ROLE SHA256 [QUEUE-PATTERN...]' lines (re-read on SIGHUP)"},
     {"redis", CONFIG_URL, OFF(redis), 0, 0, "", 0,
      "redis://[:PASSWORD@]HOST:PORT[/DB] or unix:///PATH[?db=N] ('' = embedded)"},
     {"redis-password-file", CONFIG_STRING, OFF(redis_password_file), 0, 0, "", 0,
@@ -78,6 +82,9 @@ const struct config_key config_keys[] = {
      "close a connection idle this long (0 = never)"},
     {"auth-timeout-ms", CONFIG_U64, OFF(auth_timeout_ms), 100, 1ULL << 40, "10000", CONFIG_RELOAD,
      "with a token: close a connection that has not said hello in this long"},
+    {"auth-backoff-ms", CONFIG_U64, OFF(auth_backoff_ms), 0, 3600000, "1000", CONFIG_RELOAD,
+     "after 5 failed hellos from an address, refuse its hellos this long, doubling per failure "
+     "(0 = never)"},
     {"max-unauthed", CONFIG_SIZE, OFF(max_unauthed), 1, 1000000, "256", CONFIG_RELOAD,
      "with a token: connections at once that have not said hello yet"},
     {"lease-ms", CONFIG_U64, OFF(lease_ms), 1, 1ULL << 40, "30000", CONFIG_RELOAD,

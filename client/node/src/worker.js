@@ -4,7 +4,7 @@ import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { Client, checkOptions } from './client.js';
 import {
-  ConnectionLost, TimeoutError, UnavailableError, LeaseError, NoJobError, AuthError,
+  ConnectionLost, TimeoutError, UnavailableError, LeaseError, NoJobError, AuthError, PermissionDeniedError,
   QueueNameError, ArgumentError, UsageError, Retry, Dead,
 } from './errors.js';
 
@@ -23,7 +23,8 @@ export function errorText(err) {
 
 // Errors that reconnecting cannot fix: the worker stops with them.
 function fatal(err) {
-  return err instanceof AuthError || err instanceof QueueNameError || err instanceof ArgumentError ||
+  return err instanceof AuthError || err instanceof PermissionDeniedError ||
+    err instanceof QueueNameError || err instanceof ArgumentError ||
     err instanceof UsageError;
 }
 
