@@ -233,7 +233,7 @@ static void conn_set_state(struct pool_conn *c, enum conn_state s)
     if (c->pubsub || was == is)
         return;
     p->ready += is ? 1 : -1;
-    if ((p->ready > 0) != p->notified_up)
+    if (pool_is_up(p) != p->notified_up)
         pool_kick(p);
 }
 
@@ -265,19 +265,34 @@ static void conn_keepalive(int fd)
 static void conn_connect_cb(const redisAsyncContext *ac, int status);
 static void conn_disconnect_cb(const redisAsyncContext *ac, int status);
 
+void pool_conn_init(struct pool *p, struct pool_conn *c, int node)
+{
+    c->pool = p;
+    c->node = node;
+    c->backoff = p->backoff_min;
+    uv_timer_init(p->loop, &c->timer);
+    c->timer.data = p;
+    p->open_handles++;
+}
+
 /* Start one connection attempt; on an immediate failure wait a backoff. */
 void pool_conn_start(struct pool_conn *c)
 {
     struct pool *p = c->pool;
     redisAsyncContext *ac;
 
+    /* On a cluster the pub/sub connection may be on any node (a PUBLISH
+     * reaches every node of the cluster): after a failure, try the next. */
+    if (c->started && c->pubsub && p->cluster)
+        c->node = (c->node + 1) % p->nnodes;
     if (c->started)
         p->stats.reconnects++;
     c->started = true;
+    const struct pool_node *n = &p->nodes[c->node];
     if (p->unix_path != NULL)
         ac = redisAsyncConnectUnix(p->unix_path);
     else
-        ac = redisAsyncConnect(p->host, p->port);
+        ac = redisAsyncConnect(n->host, n->port);
     if (ac == NULL || ac->err) {
         pool_set_error(p, "connect", ac != NULL ? ac->errstr : "out of memory");
         goto err_free;
@@ -318,6 +333,8 @@ static void conn_down(struct pool_conn *c)
         uv_timer_stop(&c->timer);
         return;
     }
+    if (p->cluster && !c->pubsub)
+        pool_cluster_conn_lost(c);
     conn_set_state(c, CONN_WAIT);
     uv_timer_start(&c->timer, conn_timer_cb, conn_next_delay(c), 0);
 }
@@ -378,8 +395,13 @@ static void conn_ready(struct pool_conn *c)
     c->was_ready = true;
     c->loss_noted = false;
     conn_set_state(c, CONN_READY);
-    if (!c->pubsub)
+    if (p->cluster && !c->pubsub)
+        pool_cluster_conn_ready(c);
+    if (!c->pubsub) {
         pool_fence_kick(p);
+        /* On a cluster, requests may have waited for it to connect. */
+        pool_conn_release_waiting(c);
+    }
     if (c->pubsub)
         for (struct pool_sub *s = p->subs; s != NULL && c->state == CONN_READY; s = s->next)
             pool_sub_send(c, s);

@@ -755,6 +755,24 @@ Test(pool, slot_is_the_cluster_key_slot)
     cr_assert_lt(pool_slot("mail", 4), 16384);
 }
 
+/* A whole key's slot is its hash tag's when it has one (the text between
+ * the first '{' and the first '}' after it, if not empty), else the whole
+ * key's: the cluster specification's rules and examples. */
+Test(pool, key_slot_takes_the_hash_tag_as_redis_does)
+{
+    cr_assert_eq(pool_key_slot("123456789", 9), 0x31C3);
+    cr_assert_eq(pool_key_slot("{user1000}.following", 20), pool_slot("user1000", 8));
+    cr_assert_eq(pool_key_slot("{user1000}.followers", 20), pool_slot("user1000", 8));
+    cr_assert_eq(pool_key_slot("foo{}{bar}", 10), pool_slot("foo{}{bar}", 10), "an empty tag");
+    cr_assert_eq(pool_key_slot("foo{{bar}}zap", 13), pool_slot("{bar", 4));
+    cr_assert_eq(pool_key_slot("foo{bar}{zap}", 13), pool_slot("bar", 3), "the first tag");
+    cr_assert_eq(pool_key_slot("foo{bar", 7), pool_slot("foo{bar", 7), "an unclosed tag");
+    cr_assert_eq(pool_key_slot("emq:{q}:ring", 12), pool_slot("q", 1), "a queue's keys");
+    /* Redis's own answers (CLUSTER KEYSLOT) for two plain keys. */
+    cr_assert_eq(pool_key_slot("emq:queues", 10), 8388);
+    cr_assert_eq(pool_key_slot("foo", 3), 12182);
+}
+
 /* Requests of one route run in the order submitted, though the pool has
  * four connections and writes a turn's commands connection by connection:
  * 300 RPUSHes submitted in one turn land in order. */
