@@ -440,6 +440,7 @@ int main(int argc, char **argv)
         return rc;
     pc.size = d.cfg.pool_size;
     pc.timeout_ms = d.cfg.redis_timeout_ms;
+    pc.replica_acks = d.cfg.replica_acks;
 
     server_init(&d.srv, loop, &d.cfg);
     d.srv.stop_done = server_stopped;

@@ -284,6 +284,10 @@ static void render_pool(struct outbuf *o, const struct scrape *sc)
            "Backend calls a cluster node answered TRYAGAIN (their slot is half moved) and that "
            "were sent again after a short wait.",
            st.tryagain);
+    scalar(o, "emqd_pool_unacked_total", "counter",
+           "Backend calls answered EUNAVAILABLE because WAIT found fewer replicas than "
+           "replica-acks had their writes.",
+           st.unacked);
     scalar(o, "emqd_pool_slot_maps_total", "counter",
            "Cluster slot maps read (CLUSTER SLOTS answered); 0 off a cluster.", st.map_loads);
 }

@@ -86,6 +86,10 @@ static void req_finish(struct pool_req *r, redisReply *reply, int failure)
 {
     struct pool *p = r->pool;
 
+    if (r->ack_req != NULL) { /* its WAIT no longer speaks for it */
+        r->ack_req->priv = NULL;
+        r->ack_req = NULL;
+    }
     p->stats.inflight--;
     if (reply == NULL)
         p->stats.failures++;
@@ -166,6 +170,21 @@ static bool p_cluster_asking(const struct pool_conn *c, const struct pool_req *r
     return slot >= 0 && p->slot_node[slot] != c->node;
 }
 
+static void ack_write(struct pool_conn *c, struct pool_req *r);
+static struct pool_req *req_new_command(struct pool *p, int argc, const char **argv,
+                                        const size_t *lens, pool_reply_cb *cb, void *priv);
+static void req_accept(struct pool *p, const struct pool_req *r);
+
+/* r is to be written again (NOSCRIPT, a redirect): the WAIT written after
+ * it no longer speaks for it; the next write sends another. */
+static void ack_detach(struct pool_req *r)
+{
+    if (r->ack_req != NULL) {
+        r->ack_req->priv = NULL;
+        r->ack_req = NULL;
+    }
+}
+
 /* Write r on c: its command, or after NOSCRIPT the same call as EVAL with
  * the script's source (which also caches the script). Returns 0, or -1
  * when hiredis refused it (c is then failing). */
@@ -207,6 +226,8 @@ static int req_write(struct pool_conn *c, struct pool_req *r)
         return -1;
     }
     req_link(c, r);
+    if (c->pool->replica_acks > 0 && r->script >= 0)
+        ack_write(c, r);
     return 0;
 }
 
@@ -320,6 +341,104 @@ void pool_conn_fail_held(struct pool_conn *c)
     }
 }
 
+/* A deep copy of reply, freed with freeReplyObject (hiredis frees a reply
+ * when its callback returns; a call waiting for WAIT keeps its own). */
+static redisReply *reply_dup(const redisReply *reply)
+{
+    redisReply *d = calloc(1, sizeof(*d));
+    if (d == NULL)
+        return NULL;
+    d->type = reply->type;
+    d->integer = reply->integer;
+    if (reply->str != NULL) {
+        d->str = malloc(reply->len + 1);
+        if (d->str == NULL)
+            goto err_free;
+        memcpy(d->str, reply->str, reply->len + 1);
+        d->len = reply->len;
+    }
+    if (reply->type == REDIS_REPLY_ARRAY && reply->elements > 0) {
+        d->element = calloc(reply->elements, sizeof(*d->element));
+        if (d->element == NULL)
+            goto err_free;
+        d->elements = reply->elements;
+        for (size_t i = 0; i < reply->elements; i++)
+            if ((d->element[i] = reply_dup(reply->element[i])) == NULL)
+                goto err_free;
+    }
+    return d;
+
+err_free:
+    freeReplyObject(d);
+    return NULL;
+}
+
+/* The WAIT after a script call answered: the call's kept reply goes to
+ * its caller if enough replicas have it, else POOL_EUNAVAILABLE (it ran
+ * on the master; a failover may lose it). */
+static void ack_cb(void *priv, int status, redisReply *reply)
+{
+    struct pool_req *r = priv;
+    if (r == NULL)
+        return; /* detached: its call failed or was resent */
+    r->ack_req = NULL;
+    if (r->ack_reply == NULL) {
+        /* Not sent (its connection went before it was written): the
+         * call's own reply, when it comes, is not confirmed. */
+        r->ack_missing = true;
+        return;
+    }
+    redisReply *kept = r->ack_reply;
+    r->ack_reply = NULL;
+    bool acked = status == 0 && reply->type == REDIS_REPLY_INTEGER &&
+                 reply->integer >= r->pool->replica_acks;
+    if (!acked)
+        r->pool->stats.unacked++;
+    req_finish(r, acked ? kept : NULL, POOL_EUNAVAILABLE);
+    freeReplyObject(kept);
+}
+
+/* Write WAIT replica_acks right after script call r on c. */
+static void ack_write(struct pool_conn *c, struct pool_req *r)
+{
+    struct pool *p = c->pool;
+    char n[24], ms[24];
+    snprintf(n, sizeof(n), "%d", p->replica_acks);
+    snprintf(ms, sizeof(ms), "%llu", (unsigned long long)(p->timeout / 2));
+    const char *argv[3] = {"WAIT", n, ms};
+    r->ack_missing = false;
+    struct pool_req *w = req_new_command(p, 3, argv, NULL, ack_cb, r);
+    if (w == NULL) {
+        r->ack_missing = true;
+        return;
+    }
+    req_accept(p, w);
+    r->ack_req = w;
+    if (req_write(c, w) != 0)
+        req_fail_later(p, w);
+}
+
+/* r's reply (not an error) on a pool with replica-acks: keep it until
+ * its WAIT answers. False when it is to be delivered now (as a failure
+ * if its WAIT could not be sent or the copy failed). */
+static bool ack_hold(struct pool_req *r, const redisReply *reply)
+{
+    if (r->ack_req == NULL || r->ack_missing) {
+        if (r->ack_missing) {
+            r->pool->stats.unacked++;
+            req_finish(r, NULL, POOL_EUNAVAILABLE);
+            return true;
+        }
+        return false;
+    }
+    r->ack_reply = reply_dup(reply);
+    if (r->ack_reply == NULL) {
+        req_finish(r, NULL, POOL_EUNAVAILABLE);
+        return true;
+    }
+    return true;
+}
+
 static void req_reply_cb(redisAsyncContext *ac, void *rep, void *privdata)
 {
     struct pool_req *r = privdata;
@@ -344,6 +463,7 @@ static void req_reply_cb(redisAsyncContext *ac, void *rep, void *privdata)
          * cluster), so hold c as after NOSCRIPT: once all written before
          * have answered, the refused ones go to the new node in the order
          * they were sent, and what waited behind them follows. */
+        ack_detach(r);
         r->conn = c;
         list_append(&c->redo, r);
         c->holding = true;
@@ -358,6 +478,7 @@ static void req_reply_cb(redisAsyncContext *ac, void *rep, void *privdata)
          * this one answers NOSCRIPT too. Hold c until they all have, then
          * resend them in the order they were sent. */
         r->noscript = true;
+        ack_detach(r);
         r->conn = c;
         list_append(&c->redo, r);
         c->holding = true;
@@ -365,7 +486,10 @@ static void req_reply_cb(redisAsyncContext *ac, void *rep, void *privdata)
             conn_release(c);
         return;
     }
-    req_finish(r, reply, POOL_EUNAVAILABLE);
+    /* With replica-acks, a script call's reply waits for its WAIT. */
+    if (reply == NULL || c->pool->replica_acks == 0 || reply->type == REDIS_REPLY_ERROR ||
+        !ack_hold(r, reply))
+        req_finish(r, reply, POOL_EUNAVAILABLE);
     if (reply != NULL && c->holding && c->sent.first == NULL && c->state == CONN_READY)
         conn_release_or_wait(c);
 }
@@ -777,6 +901,7 @@ int pool_new(uv_loop_t *loop, const struct pool_config *cfg, struct pool **out)
     else
         snprintf(p->where, sizeof(p->where), "%s:%d", p->host, p->port);
     p->db = cfg->db;
+    p->replica_acks = cfg->replica_acks > 0 ? cfg->replica_acks : 0;
     p->timeout = cfg->timeout_ms > 0 ? cfg->timeout_ms : 2000;
     p->backoff_min = cfg->backoff_min_ms > 0 ? cfg->backoff_min_ms : 50;
     p->backoff_max = cfg->backoff_max_ms > 0 ? cfg->backoff_max_ms : 2000;

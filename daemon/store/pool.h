@@ -54,6 +54,10 @@ struct pool_config {
     uint64_t backoff_min_ms;       /* first reconnect delay; default 50 */
     uint64_t backoff_max_ms;       /* the delay doubles up to this; default 2000 */
     const struct pool_seed *seeds; /* cluster mode: nseeds seed nodes (copied) */
+    /* > 0: a script call's reply is delivered only once WAIT replica_acks
+     * (timeout_ms / 2), sent right after it on its connection, says that
+     * many replicas have its writes; fewer: POOL_EUNAVAILABLE. */
+    int replica_acks;
     int nseeds;
 };
 
@@ -109,6 +113,7 @@ struct pool_stats {
     uint64_t moved;      /* requests resent after MOVED (cluster) */
     uint64_t asked;      /* requests resent with ASKING after ASK (cluster) */
     uint64_t tryagain;   /* requests resent after TRYAGAIN (cluster, a slot half moved) */
+    uint64_t unacked;    /* script calls failed because WAIT saw too few replicas */
     uint64_t map_loads;  /* slot maps read (CLUSTER SLOTS answered) */
     int nodes;           /* servers served by: 1, or on a cluster the masters of the slot map */
     int connected;       /* ready command connections */

@@ -50,10 +50,17 @@ struct pool_req {
     int target;        /* cluster: after MOVED or ASK, the node to resend it to, or -1 */
     int redirects;     /* cluster: MOVED and ASK followed so far */
     bool asking;       /* cluster: answered ASK, resent with ASKING before it */
-    bool resent;       /* already resent as EVAL once */
-    bool noscript;     /* answered NOSCRIPT: to be resent as EVAL */
-    size_t len;        /* bytes in cmd */
-    size_t tail;       /* offset in cmd of the arguments after the SHA-1 */
+    /* replica-acks: the WAIT written after this script call (its priv is
+     * this request), and this call's reply kept until WAIT answers. A
+     * WAIT whose call went another way (failed, resent) is detached: its
+     * priv is NULL. ack_missing: the WAIT could not be sent. */
+    struct pool_req *ack_req;
+    redisReply *ack_reply;
+    bool ack_missing;
+    bool resent;   /* already resent as EVAL once */
+    bool noscript; /* answered NOSCRIPT: to be resent as EVAL */
+    size_t len;    /* bytes in cmd */
+    size_t tail;   /* offset in cmd of the arguments after the SHA-1 */
     char cmd[];
 };
 
@@ -130,6 +137,7 @@ struct pool {
     char *host, *unix_path, *password;
     int port, db, size;
     uint64_t timeout, backoff_min, backoff_max;
+    int replica_acks; /* WAIT for this many replicas after each script call (0: none) */
     /* size command connections per node (nodes_cap of them), then the
      * pub/sub one (ps); the first nnodes * size are in use. */
     struct pool_conn *conns;

@@ -41,6 +41,7 @@ struct config {
     size_t max_buffered;      /* bytes held for all connections together before reads pause */
     uint64_t idle_timeout_ms; /* close a connection idle this long; 0 = never */
     uint64_t redis_timeout_ms;
+    int replica_acks;      /* WAIT for this many replicas after each script call; 0: none */
     uint64_t lease_ms;     /* default lease of claim / stream */
     uint64_t retention_ms; /* how long a completed row answers 'duplicate' */
     int max_attempts;      /* default for enqueue; 0 = unlimited */
