@@ -45,8 +45,15 @@ static void conn_down(struct pool_conn *c);
  * while it lasts (with the attempts since), so a Redis that stays away is
  * visible in the log without a line per retry. A Redis still loading its
  * dataset after a restart is expected: info, not warn. */
-static void pool_set_error(struct pool *p, const char *what, const char *detail)
+static void pool_set_error(const struct pool_conn *c, const char *what, const char *detail)
 {
+    struct pool *p = c->pool;
+    char node[64];
+    const char *where = p->where;
+    if (p->cluster) { /* which node, not the seed */
+        snprintf(node, sizeof(node), "%s:%d", p->nodes[c->node].host, p->nodes[c->node].port);
+        where = node;
+    }
     char msg[sizeof(p->error)], q[300];
     uint64_t now = uv_now(p->loop);
     bool same = false;
@@ -60,7 +67,7 @@ static void pool_set_error(struct pool *p, const char *what, const char *detail)
                   loading ? "redis is loading its dataset; waiting"
                   : same  ? "redis still unreachable; retrying"
                           : "redis connection failed; retrying with backoff",
-                  "redis=%s error=%s attempts=%llu", p->where, log_quote(msg, q, sizeof(q)),
+                  "redis=%s error=%s attempts=%llu", where, log_quote(msg, q, sizeof(q)),
                   (unsigned long long)p->errors_unlogged);
         p->error_logged_ms = now;
         p->errors_unlogged = 0;
@@ -294,11 +301,11 @@ void pool_conn_start(struct pool_conn *c)
     else
         ac = redisAsyncConnect(n->host, n->port);
     if (ac == NULL || ac->err) {
-        pool_set_error(p, "connect", ac != NULL ? ac->errstr : "out of memory");
+        pool_set_error(c, "connect", ac != NULL ? ac->errstr : "out of memory");
         goto err_free;
     }
     if (poll_attach(p, ac) < 0) {
-        pool_set_error(p, "connect", "cannot watch the socket");
+        pool_set_error(c, "connect", "cannot watch the socket");
         goto err_free;
     }
     if (p->unix_path == NULL)
@@ -347,7 +354,7 @@ void pool_conn_gone(struct pool_conn *c, const redisAsyncContext *ac, const char
     if (c->ac != ac || ac == NULL)
         return;
     pool_fence_note(c, false);
-    pool_set_error(c->pool, what, ac->errstr[0] != '\0' ? ac->errstr : "closed");
+    pool_set_error(c, what, ac->errstr[0] != '\0' ? ac->errstr : "closed");
     conn_down(c);
 }
 
@@ -470,7 +477,6 @@ static void setup_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
     struct pool_conn *c = privdata;
     redisReply *reply = r;
-    struct pool *p = c->pool;
 
     if (reply == NULL) {
         pool_conn_gone(c, ac, "connection lost");
@@ -483,14 +489,14 @@ static void setup_cb(redisAsyncContext *ac, void *r, void *privdata)
     if (step == c->step_client_id || step == c->step_run_id) {
         setup_identity(c, step, reply);
     } else if (reply->type == REDIS_REPLY_ERROR) {
-        pool_set_error(p, "connection setup", reply->str);
+        pool_set_error(c, "connection setup", reply->str);
         pool_conn_fail_soon(c);
         return;
     }
     if (step >= first_script) {
         const struct script *s = &script_table[step - first_script];
         if (reply->type != REDIS_REPLY_STRING || strcmp(reply->str, s->sha1) != 0) {
-            pool_set_error(p, "SCRIPT LOAD returned another SHA-1 for", s->name);
+            pool_set_error(c, "SCRIPT LOAD returned another SHA-1 for", s->name);
             pool_conn_fail_soon(c);
             return;
         }
@@ -567,7 +573,7 @@ static void conn_timer_cb(uv_timer_t *t)
         break;
     case CONN_CONNECTING:
     case CONN_SETUP:
-        pool_set_error(p, "connect", "timed out");
+        pool_set_error(c, "connect", "timed out");
         pool_conn_kill(c);
         break;
     case CONN_FAILING:
@@ -586,7 +592,7 @@ static void conn_timer_cb(uv_timer_t *t)
         if (c->state != CONN_READY || c->sent.first == NULL)
             break;
         if (c->sent.first->deadline <= now) {
-            pool_set_error(p, "request", "timed out");
+            pool_set_error(c, "request", "timed out");
             pool_conn_kill(c);
         } else {
             uv_timer_start(t, conn_timer_cb, c->sent.first->deadline - now, 0);
