@@ -48,6 +48,9 @@ struct bench_conn {
     bool tick_on;
     /* beanstalk worker: reserves outstanding */
     unsigned reserves;
+    unsigned index;    /* in bench.conns */
+    uint64_t requests; /* producer: requests sent (--queues rotates over them) */
+    char queue[80];    /* worker: the queue its stream is on */
 };
 
 /* Options and counters of one run. */
@@ -57,6 +60,7 @@ struct bench {
     const char *host;
     int port;
     const char *queue;
+    unsigned queues; /* > 1: queue0..queue(queues-1), producers rotating, worker i on i % queues */
     unsigned producers, workers, idle;
     unsigned batch, pipeline, credit, groups;
     uint64_t jobs;    /* jobs to enqueue */
