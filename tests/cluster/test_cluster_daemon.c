@@ -14,6 +14,7 @@
 #include "cluster_fixture.h"
 #include "emqd_proc.h"
 #include "wait.h"
+#include "workload.h"
 
 static struct emqd_proc cd_emqd;
 
@@ -402,4 +403,56 @@ Test(cluster_daemon, pipelined_requests_keep_their_order_while_the_slot_moves)
     cr_assert_not_null(c);
     assert_check_clean(c, q[0].name);
     tc_close(c);
+}
+
+/* ---- resharding under load --------------------------------------------- */
+
+struct producer {
+    struct workload *wl;
+    int enqueued;
+};
+
+static void *produce_main(void *arg)
+{
+    struct producer *pp = arg;
+    /* Ten at a time, so that enqueues are in flight throughout the move. */
+    for (int from = 0; from < pp->wl->n; from += 10)
+        pp->enqueued += wl_enqueue(pp->wl, cd_emqd.port, from, from + 10, NULL);
+    return NULL;
+}
+
+Test(cluster_daemon, a_busy_queue_whose_slot_moves_loses_nothing)
+{
+    /* Its slot is moved (one MIGRATE of every key, then SETSLOT NODE)
+     * while a producer enqueues and two workers claim and complete: every
+     * acknowledged job is completed, nothing is left active or pending,
+     * and the queue's check is clean on its new master. */
+    struct cf_queue q[REDIS_CLUSTER_NODES_MAX];
+    cf_place_queues(q, 1);
+    cd_start(0);
+    int slot = redis_cluster_slot(q[0].name, strlen(q[0].name)), from = q[0].node;
+    int to = other_master(from);
+    struct workload wl;
+    wl_init(&wl, q[0].name, "rs", 600, 6, 0);
+    struct wl_worker w[2];
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(wl_worker_start(&w[i], &wl, cd_emqd.port, 10, 60000, 0), 0);
+    struct producer pp = {.wl = &wl};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, produce_main, &pp), 0);
+    await(atomic_load(&wl.completed_total) >= 100, "100 jobs completed before the move");
+    slot_migrate(slot, from, to);
+    slot_assign(slot, to);
+    pthread_join(th, NULL);
+    cr_assert_eq(pp.enqueued, wl.n, "every enqueue was acknowledged");
+    cr_assert(wl_await_done(&wl, 0), "every job completed");
+    for (int i = 0; i < 2; i++) {
+        wl_worker_stop(&w[i]);
+        cr_assert_eq(atomic_load(&w[i].errors), 0, "worker %d saw unexpected replies", i);
+    }
+    cr_assert_eq(node_queue_keys(from, q[0].name), 0,
+                 "nothing of the queue is left on the old master");
+    wl_account(&wl, cd_emqd.port);
+    cr_assert_gt(emqd_metric(&cd_emqd, "emqd_pool_moved_total"), 0, "the move was followed");
+    wl_deinit(&wl);
 }
