@@ -1,8 +1,10 @@
 /* pool: async hiredis connections on one libuv loop (see pool.h).
  *
  * This file takes requests, spreads them over the ready connections and
- * delivers their replies, runs pub/sub, and builds and closes the pool;
- * each connection's lifecycle is in pool_conn.c. One uv_idle_t per pool
+ * delivers their replies, runs pub/sub, and closes the pool; each
+ * connection's lifecycle is in pool_conn.c, construction in pool_new.c,
+ * cluster routing in pool_cluster.c, replica-acks in pool_ack.c and
+ * fences in pool_fence.c. One uv_idle_t per pool
  * runs what must not run inside a caller's stack: failing requests that
  * found no connection, up/down notifications, and the close. */
 #include "pool_internal.h"
@@ -82,7 +84,7 @@ static void rtt_record(struct pool_stats *st, uint64_t sent_ns)
 
 /* Deliver the outcome (reply, or with none the failure status) and free
  * the request. */
-static void req_finish(struct pool_req *r, redisReply *reply, int failure)
+void pool_req_finish(struct pool_req *r, redisReply *reply, int failure)
 {
     struct pool *p = r->pool;
 
@@ -149,7 +151,7 @@ static struct pool_conn *route_pick(struct pool *p, struct pool_req *r)
 /* Fail r on the next turn: no connection could take it, or it waited on
  * one that went. It was never written (or, after NOSCRIPT, it did not
  * run): POOL_ENOTSENT. */
-static void req_fail_later(struct pool *p, struct pool_req *r)
+void pool_req_fail_later(struct pool *p, struct pool_req *r)
 {
     r->conn = NULL;
     list_append(&p->failing, r);
@@ -158,7 +160,7 @@ static void req_fail_later(struct pool *p, struct pool_req *r)
 
 static void req_reply_cb(redisAsyncContext *ac, void *r, void *privdata);
 
-/* Whether r, about to be written on c, needs ASKING first (see req_write). */
+/* Whether r, about to be written on c, needs ASKING first (see pool_req_write). */
 static bool p_cluster_asking(const struct pool_conn *c, const struct pool_req *r)
 {
     const struct pool *p = c->pool;
@@ -170,25 +172,10 @@ static bool p_cluster_asking(const struct pool_conn *c, const struct pool_req *r
     return slot >= 0 && p->slot_node[slot] != c->node;
 }
 
-static void ack_write(struct pool_conn *c, struct pool_req *r);
-static struct pool_req *req_new_command(struct pool *p, int argc, const char **argv,
-                                        const size_t *lens, pool_reply_cb *cb, void *priv);
-static void req_accept(struct pool *p, const struct pool_req *r);
-
-/* r is to be written again (NOSCRIPT, a redirect): the WAIT written after
- * it no longer speaks for it; the next write sends another. */
-static void ack_detach(struct pool_req *r)
-{
-    if (r->ack_req != NULL) {
-        r->ack_req->priv = NULL;
-        r->ack_req = NULL;
-    }
-}
-
 /* Write r on c: its command, or after NOSCRIPT the same call as EVAL with
  * the script's source (which also caches the script). Returns 0, or -1
  * when hiredis refused it (c is then failing). */
-static int req_write(struct pool_conn *c, struct pool_req *r)
+int pool_req_write(struct pool_conn *c, struct pool_req *r)
 {
     int rc;
     /* On a cluster, a request sent to a node other than its slot's owner
@@ -227,7 +214,7 @@ static int req_write(struct pool_conn *c, struct pool_req *r)
     }
     req_link(c, r);
     if (c->pool->replica_acks > 0 && r->script >= 0)
-        ack_write(c, r);
+        pool_ack_write(c, r);
     return 0;
 }
 
@@ -238,8 +225,8 @@ static void req_place(struct pool_conn *c, struct pool_req *r)
         c->holding = true;
         r->conn = c;
         list_append(&c->held, r);
-    } else if (req_write(c, r) != 0) {
-        req_fail_later(c->pool, r);
+    } else if (pool_req_write(c, r) != 0) {
+        pool_req_fail_later(c->pool, r);
     }
 }
 
@@ -259,10 +246,10 @@ static void req_dispatch(struct pool *p, struct pool_req *r)
             list_append(&c->held, r);
             return;
         }
-        if (req_write(c, r) == 0)
+        if (pool_req_write(c, r) == 0)
             return;
     }
-    req_fail_later(p, r);
+    pool_req_fail_later(p, r);
 }
 
 /* A held connection with nothing written left unanswered: write what
@@ -292,7 +279,7 @@ static void conn_release(struct pool_conn *c)
                     pool_node_pick(p, r->target, (uint16_t)(slot < 0 ? 0 : slot));
                 r->target = -1;
                 if (to == NULL) {
-                    req_fail_later(p, r);
+                    pool_req_fail_later(p, r);
                 } else {
                     if (r->route != NULL)
                         r->route->conn = (int)(to - p->conns);
@@ -301,7 +288,7 @@ static void conn_release(struct pool_conn *c)
             } else if (pass == 1 && p->cluster) {
                 req_dispatch(p, r); /* the map may have moved it */
             } else {
-                req_write(c, r);
+                pool_req_write(c, r);
             }
             r = next;
         }
@@ -335,108 +322,10 @@ void pool_conn_fail_held(struct pool_conn *c)
         struct pool_req *r = list_take(pass == 0 ? &c->redo : &c->held);
         while (r != NULL) {
             struct pool_req *next = r->next;
-            req_fail_later(p, r);
+            pool_req_fail_later(p, r);
             r = next;
         }
     }
-}
-
-/* A deep copy of reply, freed with freeReplyObject (hiredis frees a reply
- * when its callback returns; a call waiting for WAIT keeps its own). */
-static redisReply *reply_dup(const redisReply *reply)
-{
-    redisReply *d = calloc(1, sizeof(*d));
-    if (d == NULL)
-        return NULL;
-    d->type = reply->type;
-    d->integer = reply->integer;
-    if (reply->str != NULL) {
-        d->str = malloc(reply->len + 1);
-        if (d->str == NULL)
-            goto err_free;
-        memcpy(d->str, reply->str, reply->len + 1);
-        d->len = reply->len;
-    }
-    if (reply->type == REDIS_REPLY_ARRAY && reply->elements > 0) {
-        d->element = calloc(reply->elements, sizeof(*d->element));
-        if (d->element == NULL)
-            goto err_free;
-        d->elements = reply->elements;
-        for (size_t i = 0; i < reply->elements; i++)
-            if ((d->element[i] = reply_dup(reply->element[i])) == NULL)
-                goto err_free;
-    }
-    return d;
-
-err_free:
-    freeReplyObject(d);
-    return NULL;
-}
-
-/* The WAIT after a script call answered: the call's kept reply goes to
- * its caller if enough replicas have it, else POOL_EUNAVAILABLE (it ran
- * on the master; a failover may lose it). */
-static void ack_cb(void *priv, int status, redisReply *reply)
-{
-    struct pool_req *r = priv;
-    if (r == NULL)
-        return; /* detached: its call failed or was resent */
-    r->ack_req = NULL;
-    if (r->ack_reply == NULL) {
-        /* Not sent (its connection went before it was written): the
-         * call's own reply, when it comes, is not confirmed. */
-        r->ack_missing = true;
-        return;
-    }
-    redisReply *kept = r->ack_reply;
-    r->ack_reply = NULL;
-    bool acked = status == 0 && reply->type == REDIS_REPLY_INTEGER &&
-                 reply->integer >= r->pool->replica_acks;
-    if (!acked)
-        r->pool->stats.unacked++;
-    req_finish(r, acked ? kept : NULL, POOL_EUNAVAILABLE);
-    freeReplyObject(kept);
-}
-
-/* Write WAIT replica_acks right after script call r on c. */
-static void ack_write(struct pool_conn *c, struct pool_req *r)
-{
-    struct pool *p = c->pool;
-    char n[24], ms[24];
-    snprintf(n, sizeof(n), "%d", p->replica_acks);
-    snprintf(ms, sizeof(ms), "%llu", (unsigned long long)(p->timeout / 2));
-    const char *argv[3] = {"WAIT", n, ms};
-    r->ack_missing = false;
-    struct pool_req *w = req_new_command(p, 3, argv, NULL, ack_cb, r);
-    if (w == NULL) {
-        r->ack_missing = true;
-        return;
-    }
-    req_accept(p, w);
-    r->ack_req = w;
-    if (req_write(c, w) != 0)
-        req_fail_later(p, w);
-}
-
-/* r's reply (not an error) on a pool with replica-acks: keep it until
- * its WAIT answers. False when it is to be delivered now (as a failure
- * if its WAIT could not be sent or the copy failed). */
-static bool ack_hold(struct pool_req *r, const redisReply *reply)
-{
-    if (r->ack_req == NULL || r->ack_missing) {
-        if (r->ack_missing) {
-            r->pool->stats.unacked++;
-            req_finish(r, NULL, POOL_EUNAVAILABLE);
-            return true;
-        }
-        return false;
-    }
-    r->ack_reply = reply_dup(reply);
-    if (r->ack_reply == NULL) {
-        req_finish(r, NULL, POOL_EUNAVAILABLE);
-        return true;
-    }
-    return true;
 }
 
 static void req_reply_cb(redisAsyncContext *ac, void *rep, void *privdata)
@@ -463,7 +352,7 @@ static void req_reply_cb(redisAsyncContext *ac, void *rep, void *privdata)
          * cluster), so hold c as after NOSCRIPT: once all written before
          * have answered, the refused ones go to the new node in the order
          * they were sent, and what waited behind them follows. */
-        ack_detach(r);
+        pool_ack_detach(r);
         r->conn = c;
         list_append(&c->redo, r);
         c->holding = true;
@@ -478,7 +367,7 @@ static void req_reply_cb(redisAsyncContext *ac, void *rep, void *privdata)
          * this one answers NOSCRIPT too. Hold c until they all have, then
          * resend them in the order they were sent. */
         r->noscript = true;
-        ack_detach(r);
+        pool_ack_detach(r);
         r->conn = c;
         list_append(&c->redo, r);
         c->holding = true;
@@ -488,8 +377,8 @@ static void req_reply_cb(redisAsyncContext *ac, void *rep, void *privdata)
     }
     /* With replica-acks, a script call's reply waits for its WAIT. */
     if (reply == NULL || c->pool->replica_acks == 0 || reply->type == REDIS_REPLY_ERROR ||
-        !ack_hold(r, reply))
-        req_finish(r, reply, POOL_EUNAVAILABLE);
+        !pool_ack_hold(r, reply))
+        pool_req_finish(r, reply, POOL_EUNAVAILABLE);
     if (reply != NULL && c->holding && c->sent.first == NULL && c->state == CONN_READY)
         conn_release_or_wait(c);
 }
@@ -508,8 +397,8 @@ static size_t arg_len(const char **argv, const size_t *lens, int i)
     return lens != NULL ? lens[i] : strlen(argv[i]);
 }
 
-/* Count r in: accepted, in flight until req_finish, its bytes held. */
-static void req_accept(struct pool *p, const struct pool_req *r)
+/* Count r in: accepted, in flight until pool_req_finish, its bytes held. */
+void pool_req_accept(struct pool *p, const struct pool_req *r)
 {
     p->stats.requests++;
     p->stats.inflight++;
@@ -519,36 +408,11 @@ static void req_accept(struct pool *p, const struct pool_req *r)
 /* Accept r: count it, tie it to its route, send it. */
 static void req_submit(struct pool *p, struct pool_route *rt, struct pool_req *r)
 {
-    req_accept(p, r);
+    pool_req_accept(p, r);
     r->route = rt;
     if (rt != NULL)
         rt->inflight++;
     req_dispatch(p, r);
-}
-
-uint16_t pool_slot(const char *tag, size_t len)
-{
-    /* CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0), bit by
-     * bit: the key-slot function of the Redis Cluster specification. */
-    uint16_t crc = 0;
-    for (size_t i = 0; i < len; i++) {
-        crc ^= (uint16_t)((unsigned char)tag[i] << 8);
-        for (int b = 0; b < 8; b++)
-            crc = (uint16_t)(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
-    }
-    return crc & 16383;
-}
-
-uint16_t pool_key_slot(const char *key, size_t len)
-{
-    const char *open = memchr(key, '{', len);
-    if (open != NULL) {
-        size_t from = (size_t)(open - key) + 1;
-        const char *close = memchr(open + 1, '}', len - from);
-        if (close != NULL && close > open + 1)
-            return pool_slot(open + 1, (size_t)(close - open - 1));
-    }
-    return pool_slot(key, len);
 }
 
 void pool_route_init(struct pool_route *rt, const char *tag, size_t len)
@@ -606,8 +470,8 @@ int pool_script(struct pool *p, struct pool_route *rt, enum script_id id, const 
 /* A plain command as a request of p, formatted here rather than by
  * hiredis so that it can wait on a held connection like any script call.
  * NULL when out of memory. */
-static struct pool_req *req_new_command(struct pool *p, int argc, const char **argv,
-                                        const size_t *lens, pool_reply_cb *cb, void *priv)
+struct pool_req *pool_req_new_command(struct pool *p, int argc, const char **argv,
+                                      const size_t *lens, pool_reply_cb *cb, void *priv)
 {
     size_t len = 1 + resp_digits((size_t)argc) + 2;
     for (int i = 0; i < argc; i++)
@@ -631,7 +495,7 @@ int pool_command(struct pool *p, struct pool_route *rt, int argc, const char **a
         return err;
     if (argc < 1)
         return -EINVAL;
-    struct pool_req *r = req_new_command(p, argc, argv, lens, cb, priv);
+    struct pool_req *r = pool_req_new_command(p, argc, argv, lens, cb, priv);
     if (r == NULL)
         return -ENOMEM;
     if (p->cluster && argc > 1)
@@ -644,15 +508,15 @@ int pool_command_on(struct pool_conn *c, int argc, const char **argv, const size
                     pool_reply_cb *cb, void *priv)
 {
     struct pool *p = c->pool;
-    struct pool_req *r = req_new_command(p, argc, argv, lens, cb, priv);
+    struct pool_req *r = pool_req_new_command(p, argc, argv, lens, cb, priv);
     if (r == NULL)
         return -ENOMEM;
-    req_accept(p, r);
+    pool_req_accept(p, r);
     if (c->holding) {
         r->conn = c;
         list_append(&c->held, r);
-    } else if (req_write(c, r) != 0) {
-        req_fail_later(p, r);
+    } else if (pool_req_write(c, r) != 0) {
+        pool_req_fail_later(p, r);
     }
     return 0;
 }
@@ -737,19 +601,7 @@ void pool_maybe_done(struct pool *p)
         return;
     void (*done)(void *) = p->done;
     void *priv = p->done_priv;
-    while (p->subs != NULL) {
-        struct pool_sub *s = p->subs;
-        p->subs = s->next;
-        free(s);
-    }
-    pool_fence_free_all(p);
-    pool_cluster_free(p);
-    free(p->conns);
-    free(p->nodes);
-    free(p->host);
-    free(p->unix_path);
-    free(p->password);
-    free(p);
+    pool_free(p);
     if (done != NULL)
         done(priv);
 }
@@ -760,7 +612,7 @@ static void pool_fail_queued(struct pool *p)
 
     while (r != NULL) {
         struct pool_req *next = r->next;
-        req_finish(r, NULL, POOL_ENOTSENT); /* never written: see req_fail_later */
+        pool_req_finish(r, NULL, POOL_ENOTSENT); /* never written: see pool_req_fail_later */
         r = next;
     }
 }
@@ -821,192 +673,4 @@ void pool_close(struct pool *p, void (*done)(void *priv), void *priv)
     p->done = done;
     p->done_priv = priv;
     pool_kick(p);
-}
-
-/* ---- construction and queries ------------------------------------------ */
-
-static int pool_dup(char **dst, const char *src)
-{
-    *dst = NULL;
-    if (src == NULL)
-        return 0;
-    *dst = strdup(src);
-    return *dst != NULL ? 0 : -ENOMEM;
-}
-
-static int pool_config_check(const struct pool_config *cfg)
-{
-    unsigned char addr[sizeof(struct in6_addr)];
-    struct sockaddr_un sa;
-
-    if (cfg->size < 1 || cfg->port < 0 || cfg->port > 65535 || cfg->db < 0)
-        return -EINVAL;
-    if (cfg->nseeds > 0) {
-        /* A cluster has database 0 only; its seeds are IP literals. */
-        if (cfg->db != 0 || cfg->seeds == NULL || cfg->nseeds > POOL_NODES_MAX)
-            return -EINVAL;
-        for (int i = 0; i < cfg->nseeds; i++)
-            if (cfg->seeds[i].host == NULL || cfg->seeds[i].port < 1 ||
-                cfg->seeds[i].port > 65535 ||
-                (inet_pton(AF_INET, cfg->seeds[i].host, addr) != 1 &&
-                 inet_pton(AF_INET6, cfg->seeds[i].host, addr) != 1) ||
-                strlen(cfg->seeds[i].host) >= sizeof(((struct pool_node *)0)->host))
-                return -EINVAL;
-        return 0;
-    }
-    if (cfg->unix_path != NULL)
-        return strlen(cfg->unix_path) < sizeof(sa.sun_path) ? 0 : -EINVAL;
-    /* Only an IP literal: hiredis would resolve a name with a blocking
-     * getaddrinfo on the loop. */
-    if (cfg->host != NULL && inet_pton(AF_INET, cfg->host, addr) != 1 &&
-        inet_pton(AF_INET6, cfg->host, addr) != 1)
-        return -EINVAL;
-    return 0;
-}
-
-int pool_new(uv_loop_t *loop, const struct pool_config *cfg, struct pool **out)
-{
-    int err = pool_config_check(cfg);
-    if (err < 0)
-        return err;
-    struct pool *p = calloc(1, sizeof(*p));
-    if (p == NULL)
-        return -ENOMEM;
-    p->cluster = cfg->nseeds > 0;
-    p->nodes_cap = p->cluster ? POOL_NODES_MAX : 1;
-    p->size = cfg->size;
-    p->conns = calloc((size_t)p->nodes_cap * (size_t)cfg->size + 1, sizeof(*p->conns));
-    p->nodes = calloc((size_t)p->nodes_cap, sizeof(*p->nodes));
-    if (p->conns == NULL || p->nodes == NULL ||
-        pool_dup(&p->host, cfg->host ? cfg->host : "127.0.0.1") < 0 ||
-        pool_dup(&p->unix_path, p->cluster ? NULL : cfg->unix_path) < 0 ||
-        pool_dup(&p->password, cfg->password) < 0)
-        goto err_free;
-
-    p->loop = loop;
-    p->port = cfg->port > 0 ? cfg->port : 6379;
-    if (p->cluster && pool_cluster_init(p, cfg) != 0)
-        goto err_free;
-    if (!p->cluster) {
-        snprintf(p->nodes[0].host, sizeof(p->nodes[0].host), "%s", p->host);
-        p->nodes[0].port = p->port;
-    }
-    if (p->cluster)
-        snprintf(p->where, sizeof(p->where), "cluster:%s:%d%s", p->seeds[0].host, p->seeds[0].port,
-                 p->nseeds > 1 ? ",..." : "");
-    else if (p->unix_path != NULL)
-        snprintf(p->where, sizeof(p->where), "unix:%s", p->unix_path);
-    else if (strchr(p->host, ':') != NULL) /* IPv6 */
-        snprintf(p->where, sizeof(p->where), "[%s]:%d", p->host, p->port);
-    else
-        snprintf(p->where, sizeof(p->where), "%s:%d", p->host, p->port);
-    p->db = cfg->db;
-    p->replica_acks = cfg->replica_acks > 0 ? cfg->replica_acks : 0;
-    p->timeout = cfg->timeout_ms > 0 ? cfg->timeout_ms : 2000;
-    p->backoff_min = cfg->backoff_min_ms > 0 ? cfg->backoff_min_ms : 50;
-    p->backoff_max = cfg->backoff_max_ms > 0 ? cfg->backoff_max_ms : 2000;
-    if (p->backoff_max < p->backoff_min)
-        p->backoff_max = p->backoff_min;
-    p->rng = (uv_hrtime() ^ (uint64_t)(uintptr_t)p) | 1;
-    p->stats.size = p->size;
-
-    /* Handles cannot fail to initialise on a live loop. */
-    uv_idle_init(loop, &p->idle);
-    p->idle.data = p;
-    p->open_handles++;
-    uv_idle_init(loop, &p->flush);
-    p->flush.data = p;
-    p->open_handles++;
-    p->ps = &p->conns[p->nodes_cap * p->size];
-    pool_conn_init(p, p->ps, 0);
-    p->ps->pubsub = true;
-    p->nnodes = 1;
-    for (int i = 0; i < p->size; i++)
-        pool_conn_init(p, &p->conns[i], 0);
-    if (p->cluster) {
-        uv_timer_init(loop, &p->map_timer);
-        p->map_timer.data = p;
-        uv_timer_init(loop, &p->retry_timer);
-        p->retry_timer.data = p;
-        p->open_handles += 2;
-    }
-    for (int i = 0; i < p->size; i++)
-        pool_conn_start(&p->conns[i]);
-    *out = p;
-    return 0;
-
-err_free:
-    pool_cluster_free(p);
-    free(p->conns);
-    free(p->nodes);
-    free(p->host);
-    free(p->unix_path);
-    free(p->password);
-    free(p);
-    return -ENOMEM;
-}
-
-void pool_on_state(struct pool *p, void (*cb)(void *priv, bool up), void *priv)
-{
-    p->state_cb = cb;
-    p->state_priv = priv;
-}
-
-bool pool_up(const struct pool *p)
-{
-    return pool_is_up(p);
-}
-
-void pool_stats(const struct pool *p, struct pool_stats *out)
-{
-    *out = p->stats;
-    out->connected = p->ready;
-    out->size = pool_nconn(p);
-    out->nodes = 1;
-    if (p->cluster) {
-        out->nodes = 0;
-        for (int i = 0; i < p->nnodes; i++)
-            out->nodes += p->nodes[i].mapped;
-    }
-}
-
-size_t pool_buffered(const struct pool *p)
-{
-    size_t n = p->held_bytes;
-    for (int i = -1; i < pool_nconn(p); i++) {
-        const redisAsyncContext *ac = (i < 0 ? p->ps : &p->conns[i])->ac;
-        if (ac == NULL)
-            continue;
-        /* hiredis keeps a copy of every command until the socket takes
-         * it (all of them while Redis does not read), and reads replies
-         * into a buffer of its own. */
-        if (ac->c.obuf != NULL)
-            n += sdsalloc(ac->c.obuf);
-        if (ac->c.reader != NULL && ac->c.reader->buf != NULL)
-            n += sdsalloc(ac->c.reader->buf);
-    }
-    return n;
-}
-
-uint64_t pool_oldest_ms(const struct pool *p)
-{
-    uint64_t now = uv_now(p->loop), oldest = 0;
-    for (int i = 0; i < pool_nconn(p); i++) {
-        const struct pool_req *r = p->conns[i].sent.first;
-        /* Each connection's list is oldest first; its deadline was set
-         * one timeout after it was written. */
-        if (r != NULL && now + p->timeout > r->deadline && now + p->timeout - r->deadline > oldest)
-            oldest = now + p->timeout - r->deadline;
-    }
-    return oldest;
-}
-
-const char *pool_last_error(const struct pool *p)
-{
-    return p->error;
-}
-
-const char *pool_where(const struct pool *p)
-{
-    return p->where;
 }

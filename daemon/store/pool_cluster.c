@@ -28,6 +28,31 @@
 
 static void map_timer_cb(uv_timer_t *t);
 
+uint16_t pool_slot(const char *tag, size_t len)
+{
+    /* CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0), bit by
+     * bit: the key-slot function of the Redis Cluster specification. */
+    uint16_t crc = 0;
+    for (size_t i = 0; i < len; i++) {
+        crc ^= (uint16_t)((unsigned char)tag[i] << 8);
+        for (int b = 0; b < 8; b++)
+            crc = (uint16_t)(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
+    }
+    return crc & 16383;
+}
+
+uint16_t pool_key_slot(const char *key, size_t len)
+{
+    const char *open = memchr(key, '{', len);
+    if (open != NULL) {
+        size_t from = (size_t)(open - key) + 1;
+        const char *close = memchr(open + 1, '}', len - from);
+        if (close != NULL && close > open + 1)
+            return pool_slot(open + 1, (size_t)(close - open - 1));
+    }
+    return pool_slot(key, len);
+}
+
 int pool_cluster_init(struct pool *p, const struct pool_config *cfg)
 {
     p->slot_node = malloc(16384);

@@ -1,7 +1,9 @@
-/* pool_internal: what the pool's two files share (see pool.h for the API).
- * pool.c holds requests, pub/sub, the idle handle, close and construction;
- * pool_conn.c holds each connection's lifecycle, its timer and the libuv
- * adapter under its hiredis context. Only those two files include this. */
+/* pool_internal: what the pool's files share (see pool.h for the API).
+ * pool.c holds requests, pub/sub, the idle handle and close; pool_new.c
+ * construction and queries; pool_conn.c each connection's lifecycle, its
+ * timer and the libuv adapter under its hiredis context; pool_cluster.c
+ * the slot map and redirects; pool_ack.c replica-acks; pool_fence.c
+ * fences. Only those files include this. */
 #ifndef EMQ_POOL_INTERNAL_H
 #define EMQ_POOL_INTERNAL_H
 
@@ -266,6 +268,44 @@ static inline int pool_nconn(const struct pool *p)
 {
     return p->nnodes * p->size;
 }
+
+/* ---- pool_ack.c ---------------------------------------------------------- */
+
+/* Write WAIT replica_acks right after script call r on c (r->ack_req). */
+void pool_ack_write(struct pool_conn *c, struct pool_req *r);
+
+/* r's reply (not an error) on a pool with replica-acks: keep it until its
+ * WAIT answers (true), or deliver it now (false); true also when r was
+ * failed here (its WAIT could not be sent, or the copy failed). */
+bool pool_ack_hold(struct pool_req *r, const redisReply *reply);
+
+/* r is to be written again (NOSCRIPT, a redirect): the WAIT written after
+ * it no longer speaks for it; the next write sends another. */
+void pool_ack_detach(struct pool_req *r);
+
+/* ---- pool.c: requests, for the other pool files -------------------------- */
+
+/* A plain command as a request of p (not yet accepted), or NULL. */
+struct pool_req *pool_req_new_command(struct pool *p, int argc, const char **argv,
+                                      const size_t *lens, pool_reply_cb *cb, void *priv);
+
+/* Count r in: accepted, in flight until pool_req_finish, its bytes held. */
+void pool_req_accept(struct pool *p, const struct pool_req *r);
+
+/* Write r on c; 0, or -1 when hiredis refused it (c is then failing). */
+int pool_req_write(struct pool_conn *c, struct pool_req *r);
+
+/* Fail r on the next turn with POOL_ENOTSENT. */
+void pool_req_fail_later(struct pool *p, struct pool_req *r);
+
+/* Deliver r's outcome (reply, or with none the failure status) and free r. */
+void pool_req_finish(struct pool_req *r, redisReply *reply, int failure);
+
+/* ---- pool_new.c ---------------------------------------------------------- */
+
+/* Free p and everything it owns (its handles must be closed already, or
+ * never have been opened). */
+void pool_free(struct pool *p);
 
 /* ---- pool_conn.c --------------------------------------------------------- */
 

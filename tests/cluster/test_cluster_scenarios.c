@@ -82,9 +82,7 @@ Test(cluster_scenarios, a_stream_on_one_daemon_gets_jobs_enqueued_through_anothe
     cf_place_queues(q, 1);
     /* Seeded on different nodes; no upkeep pass in the test's time. */
     sc_start(&sc_a, 0, "3600000");
-    sc_start(&sc_b, cf_cluster.n - 1, "3600000");
-    struct tc_conn *a[REDIS_CLUSTER_NODES_MAX], *b = tc_connect(sc_b.port);
-    cr_assert_not_null(b);
+    struct tc_conn *a[REDIS_CLUSTER_NODES_MAX];
     for (int m = 0; m < cf_cluster.masters; m++) {
         a[m] = tc_connect(sc_a.port);
         cr_assert_not_null(a[m]);
@@ -93,6 +91,11 @@ Test(cluster_scenarios, a_stream_on_one_daemon_gets_jobs_enqueued_through_anothe
         await(wake_subscribers(q[m].name) == 1, "emqd A to listen for %s's wakes", q[m].name);
     }
     await(emqd_quiet(&sc_a), "emqd A to have no backend call out");
+    /* B starts once A listens (B subscribes too, to the queues the
+     * registry names, so the count would not say A's was there). */
+    sc_start(&sc_b, cf_cluster.n - 1, "3600000");
+    struct tc_conn *b = tc_connect(sc_b.port);
+    cr_assert_not_null(b);
     for (int m = 0; m < cf_cluster.masters; m++) {
         json_decref(call_ok(b,
                             "{\"op\":\"enqueue\",\"queue\":\"%s\",\"group\":\"TENw\","
