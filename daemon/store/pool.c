@@ -285,7 +285,7 @@ static void conn_release(struct pool_conn *c)
                         r->route->conn = (int)(to - p->conns);
                     req_place(to, r);
                 }
-            } else if (pass == 1 && p->cluster) {
+            } else if (pass == 1 && p->cluster && !r->pinned) {
                 req_dispatch(p, r); /* the map may have moved it */
             } else {
                 pool_req_write(c, r);
@@ -512,6 +512,7 @@ int pool_command_on(struct pool_conn *c, int argc, const char **argv, const size
     if (r == NULL)
         return -ENOMEM;
     pool_req_accept(p, r);
+    r->pinned = true; /* c's own (a CLIENT KILL is for this server only) */
     if (c->holding) {
         r->conn = c;
         list_append(&c->held, r);

@@ -171,9 +171,12 @@ static void map_cb(void *priv, int status, redisReply *reply)
     p->map_inflight = false;
     if (status != 0 || reply->type != REDIS_REPLY_ARRAY || p->closing ||
         (map = malloc(16384)) == NULL) {
-        if (status == 0 && reply->type == REDIS_REPLY_ERROR)
+        /* Once: the timer asks again every POOL_MAP_CHECK_MS. */
+        if (status == 0 && reply->type == REDIS_REPLY_ERROR && !p->map_refused_logged) {
+            p->map_refused_logged = true;
             log_event(LOG_ERROR, "CLUSTER SLOTS refused (is redis-cluster a cluster?)", "error=%s",
                       reply->str);
+        }
         p->map_stale = true;
         return;
     }

@@ -52,6 +52,7 @@ struct pool_req {
     int target;        /* cluster: after MOVED or ASK, the node to resend it to, or -1 */
     int redirects;     /* cluster: MOVED and ASK followed so far */
     bool asking;       /* cluster: answered ASK, resent with ASKING before it */
+    bool pinned;       /* sent on one connection (pool_command_on): never moved */
     /* replica-acks: the WAIT written after this script call (its priv is
      * this request), and this call's reply kept until WAIT answers. A
      * WAIT whose call went another way (failed, resent) is detached: its
@@ -150,9 +151,10 @@ struct pool {
      * POOL_NO_NODE when unknown), the seeds it is first read from, and its
      * refresh. */
     bool cluster;
-    bool map_known;    /* a slot map has been read */
-    bool map_inflight; /* a CLUSTER SLOTS is out */
-    bool map_stale;    /* a MOVED or a lost node: read it again soon */
+    bool map_known;          /* a slot map has been read */
+    bool map_inflight;       /* a CLUSTER SLOTS is out */
+    bool map_stale;          /* a MOVED or a lost node: read it again soon */
+    bool map_refused_logged; /* CLUSTER SLOTS refused: said once */
     uint8_t *slot_node;
     struct pool_node *seeds;
     int nseeds, seed_next;
