@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 #include <systemd/sd-daemon.h>
 
+#include "client_tls.h"
 #include "log.h"
 #include "metrics.h"
 #include "server.h"
@@ -220,6 +221,9 @@ static void sighup_cb(uv_signal_t *h, int sig)
             }
         }
         log_event(LOG_INFO, "reloaded", "changed=%zu", changed);
+        /* The certificate files are read again even when their names did
+         * not change: a renewal replaces them in place. */
+        client_tls_load(&d->srv);
     }
     config_deinit(&next);
     if (d->ready)
@@ -250,8 +254,21 @@ static int ready_cb(struct server *s)
     return 0;
 }
 
-/* Refuse an open door: beyond loopback, a token or an explicit
- * allow-insecure is needed. Says which at start either way. */
+/* What keeps strangers out of the TCP listener, as the start-up log
+ * names it: tls+token, mtls, mtls+token (tls-only), token+tls (TLS
+ * offered, plain allowed), token (in clear), or none. */
+static const char *protection(const struct config *c, bool mtls)
+{
+    if (mtls)
+        return c->token != NULL ? "mtls+token" : "mtls";
+    if (c->token != NULL)
+        return c->tls_only ? "tls+token" : c->tls_cert != NULL ? "token+tls" : "token";
+    return c->tls_cert != NULL ? "tls-without-auth" : "none";
+}
+
+/* Refuse an open door: beyond loopback, a token, client certificates
+ * on a tls-only listener, or an explicit allow-insecure is needed. Says which at start either way.
+ */
 static int check_exposure(const struct config *c)
 {
     /* The metrics endpoint has no authentication: its labels name queues
@@ -261,7 +278,17 @@ static int check_exposure(const struct config *c)
                   "metrics endpoint beyond loopback: it is unauthenticated and names queues and "
                   "groups",
                   "metrics=%s", c->metrics);
-    if (c->token != NULL)
+    /* Client certificates on a listener that takes nothing else keep
+     * strangers out as a token does. */
+    bool mtls = c->tls_cert != NULL && c->tls_verify_client && c->tls_only;
+    log_event(LOG_INFO, "protection", "listen=%s protection=%s", c->listen ? c->listen : "none",
+              protection(c, mtls));
+    if (c->token != NULL && c->tls_cert == NULL && !config_loopback(c->listen))
+        log_event(LOG_WARN,
+                  "token without TLS beyond loopback: the token and every payload cross the "
+                  "network in clear (set tls-cert and tls-key)",
+                  "listen=%s", c->listen);
+    if (c->token != NULL || mtls)
         return 0;
     if (config_loopback(c->listen)) {
         log_event(LOG_WARN, "no token: listening on loopback only", "listen=%s",
@@ -271,7 +298,8 @@ static int check_exposure(const struct config *c)
     if (!c->allow_insecure) {
         log_event(LOG_ERROR,
                   "refusing to listen on a non-loopback address without a token (set token or "
-                  "token-file, or allow-insecure = true)",
+                  "token-file, client certificates: tls-verify-client with tls-only, or "
+                  "allow-insecure = true)",
                   "listen=%s origin=%s", c->listen, config_origin(c, config_key_find("listen", 6)));
         return -1;
     }
@@ -443,6 +471,8 @@ int main(int argc, char **argv)
     pc.replica_acks = d.cfg.replica_acks;
 
     server_init(&d.srv, loop, &d.cfg);
+    if (client_tls_load(&d.srv) != 0)
+        return 2;
     d.srv.stop_done = server_stopped;
     d.srv.ready = ready_cb;
     struct pool *pool;

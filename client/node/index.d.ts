@@ -224,8 +224,13 @@ export interface ConnectOptions {
   port?: number;
   /** A unix socket path instead of TCP. */
   path?: string;
-  /** "HOST:PORT", "[V6]:PORT", "PORT" or "unix:PATH"; default $EMQ_ADDR. */
+  /** "HOST:PORT", "[V6]:PORT", "PORT", "tls://HOST:PORT" or "unix:PATH";
+   * default $EMQ_ADDR. */
   addr?: string;
+  /** TLS (emqd's tls-cert): true for the default CAs, or tls.connect's
+   * options ({ca, cert, key, servername, ...}). The certificate must name
+   * host. A tls:// address means true. */
+  tls?: boolean | import('node:tls').ConnectionOptions;
   /** Default $EMQ_TOKEN. */
   token?: string;
   /** Sent in hello (informational). */

@@ -13,6 +13,7 @@
 #include "addr.h"
 #include "admin.h"
 #include "log.h"
+#include "tls.h"
 
 static void flush_cb(uv_check_t *h)
 {
@@ -186,6 +187,7 @@ static void stopped_cb(void *priv)
     uv_close((uv_handle_t *)&s->resume, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
+    s->tls = tls_ctx_free(s->tls); /* connections still open keep their own references */
     if (s->stop_done != NULL)
         s->stop_done(s);
 }

@@ -17,6 +17,7 @@
 #include "pool.h"
 
 struct client;
+struct tls_ctx;
 
 /* Counters the daemon keeps about its connections (metrics). */
 struct server_counters {
@@ -49,6 +50,7 @@ struct server {
     uv_idle_t resume;       /* runs client_resume_all while clients wait in resumed */
     struct client *resumed; /* clients whose paused reads may resume */
     struct budget bud;      /* the bytes held for every client, against max-buffered */
+    struct tls_ctx *tls;    /* new TCP connections' TLS context (client_tls.h), or NULL */
     uv_signal_t sigterm, sigint;
     bool stopping, listening;
     int exit_code;

@@ -47,6 +47,13 @@ struct config {
     int max_attempts;      /* default for enqueue; 0 = unlimited */
     uint64_t upkeep_ms;    /* longest sleep of the reaper / promoter */
 
+    /* TLS on the TCP listener (util/tls.h, server/client_tls.c). */
+    char *tls_cert;         /* PEM certificate (and chain); NULL = no TLS */
+    char *tls_key;          /* PEM private key of tls_cert */
+    char *tls_ca;           /* PEM CAs that client certificates must chain to */
+    bool tls_verify_client; /* mutual TLS: refuse a client without a valid certificate */
+    bool tls_only;          /* refuse plain connections on the TCP listener */
+
     /* Not settings of their own: what config_finish derived. */
     char *redis_password; /* from redis-password-file, or NULL */
     /* Where each key's value came from ("FILE:LINE", "--name", or NULL

@@ -30,6 +30,8 @@ struct bench_lat {
 };
 
 struct bench;
+struct tls;
+struct tls_ctx;
 
 /* One connection: a producer, a worker or an idle holder. */
 struct bench_conn {
@@ -51,6 +53,10 @@ struct bench_conn {
     unsigned index;    /* in bench.conns */
     uint64_t requests; /* producer: requests sent (--queues rotates over them) */
     char queue[80];    /* worker: the queue its stream is on */
+    /* With --tls-ca: its TLS state (util/tls.h, client side), and whether
+     * the handshake is done (the protocol starts then). */
+    struct tls *tls;
+    bool tls_up;
 };
 
 /* Options and counters of one run. */
@@ -61,6 +67,7 @@ struct bench {
     int port;
     const char *queue;
     unsigned queues; /* > 1: queue0..queue(queues-1), producers rotating, worker i on i % queues */
+    struct tls_ctx *tls; /* --tls-ca: every emqd connection speaks TLS */
     unsigned producers, workers, idle;
     unsigned batch, pipeline, credit, groups;
     uint64_t jobs;    /* jobs to enqueue */

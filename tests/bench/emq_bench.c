@@ -15,6 +15,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "tls.h"
+
 /* Idle connections are opened this many at a time, so the listen backlog
  * never overflows (an overflow costs a 1 s SYN retry). */
 #define IDLE_CHUNK 256
@@ -24,6 +26,7 @@ static void usage(FILE *f)
     fputs("usage: emq-bench [options]\n"
           "  --port N          server port (required); --host IP (default 127.0.0.1)\n"
           "  --beanstalk       speak beanstalkd's protocol instead of emqd's\n"
+          "  --tls-ca FILE     speak TLS to emqd, verifying it against FILE's CAs\n"
           "  --queue Q         queue name (default bench)\n"
           "  --queues K        spread over K queues Q0..Q(K-1): each producer\n"
           "                    rotates its requests over them, worker i streams\n"
@@ -323,7 +326,7 @@ static const struct option long_opts[] = {
     {"fairness", 1, 0, 'F'},  {"idle", 1, 0, 'i'},
     {"emqd-pid", 1, 0, 'm'},  {"duration", 1, 0, 'd'},
     {"json", 0, 0, 'j'},      {"help", 0, 0, '?'},
-    {"queues", 1, 0, 'Q'},    {0, 0, 0, 0},
+    {"tls-ca", 1, 0, 'T'},    {"queues", 1, 0, 'Q'},    {0, 0, 0, 0},
 };
 
 static int num(const char *s, unsigned long long max, unsigned long long *out)
@@ -363,6 +366,13 @@ static int parse_opt(struct bench *b, int o, const char *arg)
     case 'k':
         b->proto = BENCH_BEANSTALK;
         return 0;
+    case 'T': {
+        char why[300];
+        if (tls_ctx_new_client(arg, &b->tls, why, sizeof(why)) == 0)
+            return 0;
+        fprintf(stderr, "emq-bench: %s\n", why);
+        return -1;
+    }
     case 'f':
         b->prefill = true;
         return 0;
@@ -458,6 +468,7 @@ static void teardown(struct bench *b)
         free(c->out.data);
         free(c->fifo_t);
         free(c->fifo_n);
+        c->tls = tls_free(c->tls);
     }
     free(b->conns);
     free(b->pad);
@@ -495,7 +506,8 @@ int main(int argc, char **argv)
         }
     }
     if (optind != argc || b.port == 0 || (b.light && b.proto != BENCH_EMQ) ||
-        (b.idle && b.proto != BENCH_EMQ) || (b.jobs && !b.producers && !b.workers)) {
+        (b.tls != NULL && b.proto != BENCH_EMQ) || (b.idle && b.proto != BENCH_EMQ) ||
+        (b.jobs && !b.producers && !b.workers)) {
         usage(stderr);
         return 2;
     }
@@ -533,5 +545,6 @@ int main(int argc, char **argv)
         report_text(&b, &r);
     int rc = b.err[0] || b.timed_out ? 1 : 0;
     teardown(&b);
+    b.tls = tls_ctx_free(b.tls);
     return rc;
 }

@@ -49,7 +49,7 @@ export class Worker extends EventEmitter {
   constructor(queue, handler, options = {}) {
     super();
     const o = checkOptions('Worker', options, [
-      'host', 'port', 'path', 'addr', 'token', 'name', 'timeout',
+      'host', 'port', 'path', 'addr', 'token', 'name', 'timeout', 'tls',
       'concurrency', 'flat', 'leaseMs', 'signal', 'graceMs', 'handleSignals',
     ]);
     if (typeof queue !== 'string') throw new UsageError('Worker: queue must be a string');
@@ -70,7 +70,7 @@ export class Worker extends EventEmitter {
     // set (flat true) are served only by streams of their own kind.
     this.kinds = o.flat === 'both' ? [false, true] : [o.flat === true];
     this._connect = {
-      host: o.host, port: o.port, path: o.path, addr: o.addr, token: o.token,
+      host: o.host, port: o.port, path: o.path, addr: o.addr, token: o.token, tls: o.tls,
       name: o.name ?? `node-worker:${queue}`, timeout: o.timeout,
     };
     for (const k of Object.keys(this._connect)) if (this._connect[k] === undefined) delete this._connect[k];
