@@ -134,6 +134,9 @@ struct emqd {
     bool ready; /* READY=1 was sent: a reload may say RELOADING / READY */
     char url[1024];
     char redis_ip[INET6_ADDRSTRLEN]; /* the redis URL's host, resolved */
+    /* redis-cluster's seeds, resolved. */
+    struct pool_seed seeds[CONFIG_SEEDS_MAX];
+    char seed_ip[CONFIG_SEEDS_MAX][INET6_ADDRSTRLEN];
 };
 
 static void sup_stopped_cb(void *priv)
@@ -346,37 +349,60 @@ static int check_exposure(const struct config *c)
 
 /* The pool reaches Redis by IP (hiredis would resolve a name with a
  * blocking getaddrinfo on the loop, at every reconnect): a host name in
- * the URL is resolved here, once, before the loop runs. A Redis that
- * moves to another address needs a restart of emqd. */
-static int resolve_redis_host(struct emqd *d, struct pool_config *pc)
+ * the URL (or a seed of redis-cluster, key) is resolved here into ip,
+ * once, before the loop runs. A Redis that moves to another address
+ * needs a restart of emqd. */
+static int resolve_host(struct emqd *d, const char *key, const char **host,
+                        char ip[INET6_ADDRSTRLEN])
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
     unsigned char bin[sizeof(struct in6_addr)];
     char q[300];
-    if (inet_pton(AF_INET, pc->host, bin) == 1 || inet_pton(AF_INET6, pc->host, bin) == 1)
+    if (inet_pton(AF_INET, *host, bin) == 1 || inet_pton(AF_INET6, *host, bin) == 1)
         return 0;
-    int rc = getaddrinfo(pc->host, NULL, &hints, &res);
+    int rc = getaddrinfo(*host, NULL, &hints, &res);
     if (rc != 0) {
         char err[600];
         snprintf(err, sizeof(err), "%s: cannot resolve the redis host '%s': %s",
-                 config_origin(&d->cfg, config_key_find("redis", 5)), pc->host, gai_strerror(rc));
+                 config_origin(&d->cfg, config_key_find(key, strlen(key))), *host,
+                 gai_strerror(rc));
         log_event(LOG_ERROR, "bad configuration", "error=%s", log_quote(err, q, sizeof(q)));
         return -EINVAL;
     }
     const void *a = res->ai_family == AF_INET6
                         ? (const void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr
                         : (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr;
-    inet_ntop(res->ai_family, a, d->redis_ip, sizeof(d->redis_ip));
+    inet_ntop(res->ai_family, a, ip, INET6_ADDRSTRLEN);
     freeaddrinfo(res);
-    log_event(LOG_INFO, "redis host resolved (once, at start)", "host=%s ip=%s", pc->host,
-              d->redis_ip);
-    pc->host = d->redis_ip;
+    log_event(LOG_INFO, "redis host resolved (once, at start)", "host=%s ip=%s", *host, ip);
+    *host = ip;
+    return 0;
+}
+
+/* redis-cluster: its seeds (checked when read), resolved, for the pool. */
+static int setup_cluster(struct emqd *d, struct pool_config *pc)
+{
+    struct config_seed seeds[CONFIG_SEEDS_MAX];
+    int n = config_parse_seeds(d->cfg.redis_cluster, seeds, d->url, sizeof(d->url));
+    if (n < 1)
+        return 2;
+    for (int i = 0; i < n; i++) {
+        d->seeds[i].host = seeds[i].host;
+        d->seeds[i].port = seeds[i].port;
+        if (resolve_host(d, "redis-cluster", &d->seeds[i].host, d->seed_ip[i]) != 0)
+            return 2;
+    }
+    pc->seeds = d->seeds;
+    pc->nseeds = n;
+    pc->password = d->cfg.redis_password;
     return 0;
 }
 
 static int setup_backend(struct emqd *d, uv_loop_t *loop, struct pool_config *pc)
 {
     const struct config *cfg = &d->cfg;
+    if (cfg->redis_cluster != NULL)
+        return setup_cluster(d, pc);
     if (cfg->redis != NULL) {
         /* The URL was checked when it was read: this cannot fail. */
         struct redis_url ru = {0};
@@ -389,7 +415,8 @@ static int setup_backend(struct emqd *d, uv_loop_t *loop, struct pool_config *pc
         pc->db = ru.db;
         if (cfg->redis_password != NULL)
             pc->password = cfg->redis_password;
-        return pc->unix_path == NULL && resolve_redis_host(d, pc) != 0 ? 2 : 0;
+        return pc->unix_path == NULL && resolve_host(d, "redis", &pc->host, d->redis_ip) != 0 ? 2
+                                                                                              : 0;
     }
     struct supervise_config sc = {.redis_bin = cfg->redis_bin,
                                   .data_dir = cfg->data_dir,
@@ -489,6 +516,7 @@ int main(int argc, char **argv)
         return rc;
     pc.size = d.cfg.pool_size;
     pc.timeout_ms = d.cfg.redis_timeout_ms;
+    pc.replica_acks = d.cfg.replica_acks;
 
     server_init(&d.srv, loop, &d.cfg);
     if (client_tls_load(&d.srv) != 0)

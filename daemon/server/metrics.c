@@ -286,6 +286,27 @@ static void render_pool(struct outbuf *o, const struct scrape *sc)
            "Backend connections lost with calls unanswered and then fenced (CLIENT KILL), so "
            "that what they may have done could be undone.",
            st.fenced);
+    scalar(o, "emqd_pool_nodes", "gauge",
+           "Redis servers the pool sends calls to: 1, or on a cluster the masters of its slot map.",
+           (uint64_t)st.nodes);
+    scalar(o, "emqd_pool_moved_total", "counter",
+           "Backend calls a cluster node answered MOVED (its slot is served elsewhere) and that "
+           "were sent again to the node named.",
+           st.moved);
+    scalar(o, "emqd_pool_asked_total", "counter",
+           "Backend calls a cluster node answered ASK (their slot is being moved) and that were "
+           "sent again, with ASKING, to the node named.",
+           st.asked);
+    scalar(o, "emqd_pool_tryagain_total", "counter",
+           "Backend calls a cluster node answered TRYAGAIN (their slot is half moved) and that "
+           "were sent again after a short wait.",
+           st.tryagain);
+    scalar(o, "emqd_pool_unacked_total", "counter",
+           "Backend calls answered EUNAVAILABLE because WAIT found fewer replicas than "
+           "replica-acks had their writes.",
+           st.unacked);
+    scalar(o, "emqd_pool_slot_maps_total", "counter",
+           "Cluster slot maps read (CLUSTER SLOTS answered); 0 off a cluster.", st.map_loads);
 }
 
 /* The process_* families every Prometheus client library exports, with

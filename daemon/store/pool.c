@@ -1,8 +1,10 @@
 /* pool: async hiredis connections on one libuv loop (see pool.h).
  *
  * This file takes requests, spreads them over the ready connections and
- * delivers their replies, runs pub/sub, and builds and closes the pool;
- * each connection's lifecycle is in pool_conn.c. One uv_idle_t per pool
+ * delivers their replies, runs pub/sub, and closes the pool; each
+ * connection's lifecycle is in pool_conn.c, construction in pool_new.c,
+ * cluster routing in pool_cluster.c, replica-acks in pool_ack.c and
+ * fences in pool_fence.c. One uv_idle_t per pool
  * runs what must not run inside a caller's stack: failing requests that
  * found no connection, up/down notifications, and the close. */
 #include "pool_internal.h"
@@ -48,6 +50,8 @@ static void req_link(struct pool_conn *c, struct pool_req *r)
     r->conn = c;
     r->deadline = uv_now(p->loop) + p->timeout;
     r->sent_ns = uv_hrtime();
+    if (r->first_ms == 0)
+        r->first_ms = uv_now(p->loop);
     list_append(&c->sent, r);
     pool_conn_watch(c);
 }
@@ -80,10 +84,14 @@ static void rtt_record(struct pool_stats *st, uint64_t sent_ns)
 
 /* Deliver the outcome (reply, or with none the failure status) and free
  * the request. */
-static void req_finish(struct pool_req *r, redisReply *reply, int failure)
+void pool_req_finish(struct pool_req *r, redisReply *reply, int failure)
 {
     struct pool *p = r->pool;
 
+    if (r->ack_req != NULL) { /* its WAIT no longer speaks for it */
+        r->ack_req->priv = NULL;
+        r->ack_req = NULL;
+    }
     p->stats.inflight--;
     if (reply == NULL)
         p->stats.failures++;
@@ -101,27 +109,41 @@ static void req_finish(struct pool_req *r, redisReply *reply, int failure)
 
 struct pool_conn *pool_pick(struct pool *p)
 {
-    for (int i = 0; i < p->size && p->ready > 0; i++) {
-        int at = (p->cursor + i) % p->size;
+    int n = pool_nconn(p);
+    for (int i = 0; i < n && p->ready > 0; i++) {
+        int at = (p->cursor + i) % n;
         if (p->conns[at].state == CONN_READY) {
-            p->cursor = (at + 1) % p->size;
+            p->cursor = (at + 1) % n;
             return &p->conns[at];
         }
     }
     return NULL;
 }
 
-/* Where a request of route rt goes: the connection the route is on while
- * any of its requests is out there, so they run in order; else its home
- * connection, or any ready one while home is down. A connection that went
- * down with requests of rt on it fails them (their outcome is unknown to
- * the caller), and only then may rt move with some still out. */
-static struct pool_conn *route_pick(struct pool *p, struct pool_route *rt)
+/* Where request r goes. With a route rt: the connection the route is on
+ * while any of its requests is out there (or, on a cluster, waits there
+ * for it to connect), so they run in order; else its home connection, or
+ * any ready one while home is down; on a cluster, the same on the node
+ * that owns its slot. A connection that went down with requests of rt on
+ * it fails them (their outcome is unknown to the caller), and only then
+ * may rt move with some still out. Without a route: any ready connection,
+ * or on a cluster one of the owner of its key's slot. */
+static struct pool_conn *route_pick(struct pool *p, struct pool_req *r)
 {
-    if (rt == NULL)
-        return pool_pick(p);
-    if (rt->inflight > 1 && rt->conn >= 0 && p->conns[rt->conn].state == CONN_READY)
-        return &p->conns[rt->conn];
+    struct pool_route *rt = r->route;
+    if (rt == NULL) {
+        if (!p->cluster || r->slot < 0)
+            return pool_pick(p);
+        return pool_node_pick(p, p->slot_node[r->slot], (uint16_t)r->slot);
+    }
+    if (rt->inflight > 1 && rt->conn >= 0) {
+        struct pool_conn *at = &p->conns[rt->conn];
+        if (at->state == CONN_READY ||
+            (p->cluster && (at->state == CONN_CONNECTING || at->state == CONN_SETUP)))
+            return at;
+    }
+    if (p->cluster)
+        return pool_node_pick(p, p->slot_node[rt->slot], rt->slot);
     struct pool_conn *home = &p->conns[rt->slot % p->size];
     return home->state == CONN_READY ? home : pool_pick(p);
 }
@@ -129,7 +151,7 @@ static struct pool_conn *route_pick(struct pool *p, struct pool_route *rt)
 /* Fail r on the next turn: no connection could take it, or it waited on
  * one that went. It was never written (or, after NOSCRIPT, it did not
  * run): POOL_ENOTSENT. */
-static void req_fail_later(struct pool *p, struct pool_req *r)
+void pool_req_fail_later(struct pool *p, struct pool_req *r)
 {
     r->conn = NULL;
     list_append(&p->failing, r);
@@ -138,12 +160,32 @@ static void req_fail_later(struct pool *p, struct pool_req *r)
 
 static void req_reply_cb(redisAsyncContext *ac, void *r, void *privdata);
 
+/* Whether r, about to be written on c, needs ASKING first (see pool_req_write). */
+static bool p_cluster_asking(const struct pool_conn *c, const struct pool_req *r)
+{
+    const struct pool *p = c->pool;
+    if (!p->cluster)
+        return false;
+    if (r->asking)
+        return true;
+    int slot = r->route != NULL ? r->route->slot : r->slot;
+    return slot >= 0 && p->slot_node[slot] != c->node;
+}
+
 /* Write r on c: its command, or after NOSCRIPT the same call as EVAL with
  * the script's source (which also caches the script). Returns 0, or -1
  * when hiredis refused it (c is then failing). */
-static int req_write(struct pool_conn *c, struct pool_req *r)
+int pool_req_write(struct pool_conn *c, struct pool_req *r)
 {
     int rc;
+    /* On a cluster, a request sent to a node other than its slot's owner
+     * in the map was sent there by ASK (it, or the one of its route before
+     * it): the importing node serves it only after ASKING. */
+    if (p_cluster_asking(c, r) &&
+        redisAsyncFormattedCommand(c->ac, NULL, NULL, "*1\r\n$6\r\nASKING\r\n", 16) != REDIS_OK) {
+        pool_conn_fail_soon(c);
+        return -1;
+    }
     if (!r->noscript) {
         rc = redisAsyncFormattedCommand(c->ac, req_reply_cb, r, r->cmd, r->len);
     } else {
@@ -171,7 +213,21 @@ static int req_write(struct pool_conn *c, struct pool_req *r)
         return -1;
     }
     req_link(c, r);
+    if (c->pool->replica_acks > 0 && r->script >= 0)
+        pool_ack_write(c, r);
     return 0;
+}
+
+/* Write r on c, or have it wait there while c is held or connecting. */
+static void req_place(struct pool_conn *c, struct pool_req *r)
+{
+    if (c->holding || c->state != CONN_READY) {
+        c->holding = true;
+        r->conn = c;
+        list_append(&c->held, r);
+    } else if (pool_req_write(c, r) != 0) {
+        pool_req_fail_later(c->pool, r);
+    }
 }
 
 /* Send r on a ready connection (held there if that connection is held),
@@ -180,18 +236,20 @@ static void req_dispatch(struct pool *p, struct pool_req *r)
 {
     struct pool_conn *c;
 
-    while ((c = route_pick(p, r->route)) != NULL) {
+    while ((c = route_pick(p, r)) != NULL) {
         if (r->route != NULL)
             r->route->conn = (int)(c - p->conns);
-        if (c->holding) {
+        if (c->holding || c->state != CONN_READY) {
+            /* Held, or (cluster) still connecting: it waits, in order. */
+            c->holding = true;
             r->conn = c;
             list_append(&c->held, r);
             return;
         }
-        if (req_write(c, r) == 0)
+        if (pool_req_write(c, r) == 0)
             return;
     }
-    req_fail_later(p, r);
+    pool_req_fail_later(p, r);
 }
 
 /* A held connection with nothing written left unanswered: write what
@@ -200,6 +258,7 @@ static void req_dispatch(struct pool *p, struct pool_req *r)
  * a write hiredis refuses fails c, and what is left waits for it to go. */
 static void conn_release(struct pool_conn *c)
 {
+    struct pool *p = c->pool;
     struct pool_req *redo = list_take(&c->redo), *held = list_take(&c->held);
     c->holding = false;
     for (int pass = 0; pass < 2; pass++) {
@@ -211,8 +270,25 @@ static void conn_release(struct pool_conn *c)
                 r->conn = c;
                 list_append(pass == 0 ? &c->redo : &c->held, r);
                 c->holding = true;
+            } else if (r->target >= 0) {
+                /* MOVED or ASK: to the node that serves it now. Its
+                 * route follows it there, and so does all of the route
+                 * that waited behind it (pass 1, by route_pick). */
+                int slot = r->route != NULL ? r->route->slot : r->slot;
+                struct pool_conn *to =
+                    pool_node_pick(p, r->target, (uint16_t)(slot < 0 ? 0 : slot));
+                r->target = -1;
+                if (to == NULL) {
+                    pool_req_fail_later(p, r);
+                } else {
+                    if (r->route != NULL)
+                        r->route->conn = (int)(to - p->conns);
+                    req_place(to, r);
+                }
+            } else if (pass == 1 && p->cluster && !r->pinned) {
+                req_dispatch(p, r); /* the map may have moved it */
             } else {
-                req_write(c, r);
+                pool_req_write(c, r);
             }
             r = next;
         }
@@ -221,15 +297,32 @@ static void conn_release(struct pool_conn *c)
         pool_conn_fail_held(c);
 }
 
+void pool_conn_release_waiting(struct pool_conn *c)
+{
+    if (c->holding && c->sent.first == NULL && c->state == CONN_READY)
+        conn_release(c);
+}
+
+/* A held connection with nothing unanswered: release it now, or after the
+ * TRYAGAIN wait. */
+static void conn_release_or_wait(struct pool_conn *c)
+{
+    if (c->retry_later)
+        pool_cluster_retry_soon(c);
+    else
+        conn_release(c);
+}
+
 void pool_conn_fail_held(struct pool_conn *c)
 {
     struct pool *p = c->pool;
     c->holding = false;
+    c->retry_later = false;
     for (int pass = 0; pass < 2; pass++) {
         struct pool_req *r = list_take(pass == 0 ? &c->redo : &c->held);
         while (r != NULL) {
             struct pool_req *next = r->next;
-            req_fail_later(p, r);
+            pool_req_fail_later(p, r);
             r = next;
         }
     }
@@ -240,6 +333,7 @@ static void req_reply_cb(redisAsyncContext *ac, void *rep, void *privdata)
     struct pool_req *r = privdata;
     struct pool_conn *c = r->conn;
     redisReply *reply = rep;
+    enum pool_redirect redirect;
 
     c->replies++;
     req_unlink(r);
@@ -249,12 +343,31 @@ static void req_reply_cb(redisAsyncContext *ac, void *rep, void *privdata)
          * answered: the loss is counted before its callback runs. */
         pool_fence_note(c, true);
         pool_conn_gone(c, ac, "connection lost");
+    } else if (c->pool->cluster && reply->type == REDIS_REPLY_ERROR &&
+               (redirect = pool_cluster_redirect(c->pool, r, c->node, reply)) !=
+                   POOL_REDIRECT_NONE) {
+        /* The slot is served elsewhere (MOVED) or being moved there (ASK).
+         * Every request written on c after r whose keys are in that slot
+         * is refused the same way (docs/ARCHITECTURE.md: routing on a
+         * cluster), so hold c as after NOSCRIPT: once all written before
+         * have answered, the refused ones go to the new node in the order
+         * they were sent, and what waited behind them follows. */
+        pool_ack_detach(r);
+        r->conn = c;
+        list_append(&c->redo, r);
+        c->holding = true;
+        if (redirect == POOL_REDIRECT_LATER)
+            c->retry_later = true;
+        if (c->sent.first == NULL)
+            conn_release_or_wait(c);
+        return;
     } else if (r->script >= 0 && !r->resent && reply->type == REDIS_REPLY_ERROR &&
                strncmp(reply->str, "NOSCRIPT", 8) == 0) {
         /* The script cache was flushed: every script call written after
          * this one answers NOSCRIPT too. Hold c until they all have, then
          * resend them in the order they were sent. */
         r->noscript = true;
+        pool_ack_detach(r);
         r->conn = c;
         list_append(&c->redo, r);
         c->holding = true;
@@ -262,9 +375,12 @@ static void req_reply_cb(redisAsyncContext *ac, void *rep, void *privdata)
             conn_release(c);
         return;
     }
-    req_finish(r, reply, POOL_EUNAVAILABLE);
+    /* With replica-acks, a script call's reply waits for its WAIT. */
+    if (reply == NULL || c->pool->replica_acks == 0 || reply->type == REDIS_REPLY_ERROR ||
+        !pool_ack_hold(r, reply))
+        pool_req_finish(r, reply, POOL_EUNAVAILABLE);
     if (reply != NULL && c->holding && c->sent.first == NULL && c->state == CONN_READY)
-        conn_release(c);
+        conn_release_or_wait(c);
 }
 
 static int req_check(const struct pool *p, int argc, const char **argv, pool_reply_cb *cb)
@@ -281,8 +397,8 @@ static size_t arg_len(const char **argv, const size_t *lens, int i)
     return lens != NULL ? lens[i] : strlen(argv[i]);
 }
 
-/* Count r in: accepted, in flight until req_finish, its bytes held. */
-static void req_accept(struct pool *p, const struct pool_req *r)
+/* Count r in: accepted, in flight until pool_req_finish, its bytes held. */
+void pool_req_accept(struct pool *p, const struct pool_req *r)
 {
     p->stats.requests++;
     p->stats.inflight++;
@@ -292,24 +408,11 @@ static void req_accept(struct pool *p, const struct pool_req *r)
 /* Accept r: count it, tie it to its route, send it. */
 static void req_submit(struct pool *p, struct pool_route *rt, struct pool_req *r)
 {
-    req_accept(p, r);
+    pool_req_accept(p, r);
     r->route = rt;
     if (rt != NULL)
         rt->inflight++;
     req_dispatch(p, r);
-}
-
-uint16_t pool_slot(const char *tag, size_t len)
-{
-    /* CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0), bit by
-     * bit: the key-slot function of the Redis Cluster specification. */
-    uint16_t crc = 0;
-    for (size_t i = 0; i < len; i++) {
-        crc ^= (uint16_t)((unsigned char)tag[i] << 8);
-        for (int b = 0; b < 8; b++)
-            crc = (uint16_t)(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
-    }
-    return crc & 16383;
 }
 
 void pool_route_init(struct pool_route *rt, const char *tag, size_t len)
@@ -340,8 +443,14 @@ int pool_script(struct pool *p, struct pool_route *rt, enum script_id id, const 
     struct pool_req *r = malloc(sizeof(*r) + len);
     if (r == NULL)
         return -ENOMEM;
-    *r = (struct pool_req){
-        .pool = p, .cb = cb, .priv = priv, .script = id, .len = len, .tail = tail};
+    *r = (struct pool_req){.pool = p,
+                           .cb = cb,
+                           .priv = priv,
+                           .script = id,
+                           .slot = -1,
+                           .target = -1,
+                           .len = len,
+                           .tail = tail};
     char numkeys[24], *w = r->cmd;
     size_t numkeys_len = (size_t)(resp_put_uint(numkeys, KEY__COUNT) - numkeys);
     w = resp_put_num(w, '*', nargs);
@@ -361,8 +470,8 @@ int pool_script(struct pool *p, struct pool_route *rt, enum script_id id, const 
 /* A plain command as a request of p, formatted here rather than by
  * hiredis so that it can wait on a held connection like any script call.
  * NULL when out of memory. */
-static struct pool_req *req_new_command(struct pool *p, int argc, const char **argv,
-                                        const size_t *lens, pool_reply_cb *cb, void *priv)
+struct pool_req *pool_req_new_command(struct pool *p, int argc, const char **argv,
+                                      const size_t *lens, pool_reply_cb *cb, void *priv)
 {
     size_t len = 1 + resp_digits((size_t)argc) + 2;
     for (int i = 0; i < argc; i++)
@@ -370,7 +479,8 @@ static struct pool_req *req_new_command(struct pool *p, int argc, const char **a
     struct pool_req *r = malloc(sizeof(*r) + len);
     if (r == NULL)
         return NULL;
-    *r = (struct pool_req){.pool = p, .cb = cb, .priv = priv, .script = -1, .len = len};
+    *r = (struct pool_req){
+        .pool = p, .cb = cb, .priv = priv, .script = -1, .slot = -1, .target = -1, .len = len};
     char *w = resp_put_num(r->cmd, '*', (size_t)argc);
     for (int i = 0; i < argc; i++)
         w = resp_put_arg(w, argv[i], arg_len(argv, lens, i));
@@ -385,9 +495,11 @@ int pool_command(struct pool *p, struct pool_route *rt, int argc, const char **a
         return err;
     if (argc < 1)
         return -EINVAL;
-    struct pool_req *r = req_new_command(p, argc, argv, lens, cb, priv);
+    struct pool_req *r = pool_req_new_command(p, argc, argv, lens, cb, priv);
     if (r == NULL)
         return -ENOMEM;
+    if (p->cluster && argc > 1)
+        r->slot = pool_key_slot(argv[1], arg_len(argv, lens, 1));
     req_submit(p, rt, r);
     return 0;
 }
@@ -396,15 +508,16 @@ int pool_command_on(struct pool_conn *c, int argc, const char **argv, const size
                     pool_reply_cb *cb, void *priv)
 {
     struct pool *p = c->pool;
-    struct pool_req *r = req_new_command(p, argc, argv, lens, cb, priv);
+    struct pool_req *r = pool_req_new_command(p, argc, argv, lens, cb, priv);
     if (r == NULL)
         return -ENOMEM;
-    req_accept(p, r);
+    pool_req_accept(p, r);
+    r->pinned = true; /* c's own (a CLIENT KILL is for this server only) */
     if (c->holding) {
         r->conn = c;
         list_append(&c->held, r);
-    } else if (req_write(c, r) != 0) {
-        req_fail_later(p, r);
+    } else if (pool_req_write(c, r) != 0) {
+        pool_req_fail_later(p, r);
     }
     return 0;
 }
@@ -448,7 +561,7 @@ int pool_subscribe(struct pool *p, const char *channel,
                    void (*on_message)(void *priv, const char *channel, const char *msg, size_t len),
                    void *priv)
 {
-    struct pool_conn *c = &p->conns[p->size];
+    struct pool_conn *c = p->ps;
     size_t len;
     struct pool_sub *s, **tail = &p->subs;
 
@@ -489,17 +602,7 @@ void pool_maybe_done(struct pool *p)
         return;
     void (*done)(void *) = p->done;
     void *priv = p->done_priv;
-    while (p->subs != NULL) {
-        struct pool_sub *s = p->subs;
-        p->subs = s->next;
-        free(s);
-    }
-    pool_fence_free_all(p);
-    free(p->conns);
-    free(p->host);
-    free(p->unix_path);
-    free(p->password);
-    free(p);
+    pool_free(p);
     if (done != NULL)
         done(priv);
 }
@@ -510,15 +613,15 @@ static void pool_fail_queued(struct pool *p)
 
     while (r != NULL) {
         struct pool_req *next = r->next;
-        req_finish(r, NULL, POOL_ENOTSENT); /* never written: see req_fail_later */
+        pool_req_finish(r, NULL, POOL_ENOTSENT); /* never written: see pool_req_fail_later */
         r = next;
     }
 }
 
 static void pool_close_now(struct pool *p)
 {
-    for (int i = 0; i <= p->size; i++) {
-        struct pool_conn *c = &p->conns[i];
+    for (int i = -1; i < pool_nconn(p); i++) {
+        struct pool_conn *c = i < 0 ? p->ps : &p->conns[i];
         uv_timer_stop(&c->timer);
         if (c->ac != NULL)
             pool_conn_kill(c);
@@ -526,8 +629,12 @@ static void pool_close_now(struct pool *p)
     }
     pool_fail_queued(p);
     p->closed = true;
-    for (int i = 0; i <= p->size; i++)
-        uv_close((uv_handle_t *)&p->conns[i].timer, pool_handle_close_cb);
+    for (int i = -1; i < pool_nconn(p); i++)
+        uv_close((uv_handle_t *)&(i < 0 ? p->ps : &p->conns[i])->timer, pool_handle_close_cb);
+    if (p->cluster) {
+        uv_close((uv_handle_t *)&p->map_timer, pool_handle_close_cb);
+        uv_close((uv_handle_t *)&p->retry_timer, pool_handle_close_cb);
+    }
     uv_close((uv_handle_t *)&p->idle, pool_handle_close_cb);
     uv_close((uv_handle_t *)&p->flush, pool_handle_close_cb);
 }
@@ -543,13 +650,13 @@ static void pool_idle_cb(uv_idle_t *h)
     pool_fail_queued(p);
     if (p->fences != NULL)
         pool_fence_kick(p);
-    bool up = p->ready > 0;
+    bool up = pool_is_up(p);
     if (up != p->notified_up && !p->closing) {
         p->notified_up = up;
         if (p->state_cb != NULL)
             p->state_cb(p->state_priv, up);
     }
-    if (!p->closing && p->failing.first == NULL && (p->ready > 0) == p->notified_up)
+    if (!p->closing && p->failing.first == NULL && pool_is_up(p) == p->notified_up)
         uv_idle_stop(&p->idle);
 }
 
@@ -567,151 +674,4 @@ void pool_close(struct pool *p, void (*done)(void *priv), void *priv)
     p->done = done;
     p->done_priv = priv;
     pool_kick(p);
-}
-
-/* ---- construction and queries ------------------------------------------ */
-
-static int pool_dup(char **dst, const char *src)
-{
-    *dst = NULL;
-    if (src == NULL)
-        return 0;
-    *dst = strdup(src);
-    return *dst != NULL ? 0 : -ENOMEM;
-}
-
-static int pool_config_check(const struct pool_config *cfg)
-{
-    unsigned char addr[sizeof(struct in6_addr)];
-    struct sockaddr_un sa;
-
-    if (cfg->size < 1 || cfg->port < 0 || cfg->port > 65535 || cfg->db < 0)
-        return -EINVAL;
-    if (cfg->unix_path != NULL)
-        return strlen(cfg->unix_path) < sizeof(sa.sun_path) ? 0 : -EINVAL;
-    /* Only an IP literal: hiredis would resolve a name with a blocking
-     * getaddrinfo on the loop. */
-    if (cfg->host != NULL && inet_pton(AF_INET, cfg->host, addr) != 1 &&
-        inet_pton(AF_INET6, cfg->host, addr) != 1)
-        return -EINVAL;
-    return 0;
-}
-
-int pool_new(uv_loop_t *loop, const struct pool_config *cfg, struct pool **out)
-{
-    int err = pool_config_check(cfg);
-    if (err < 0)
-        return err;
-    struct pool *p = calloc(1, sizeof(*p));
-    if (p == NULL)
-        return -ENOMEM;
-    p->conns = calloc((size_t)cfg->size + 1, sizeof(*p->conns));
-    if (p->conns == NULL || pool_dup(&p->host, cfg->host ? cfg->host : "127.0.0.1") < 0 ||
-        pool_dup(&p->unix_path, cfg->unix_path) < 0 || pool_dup(&p->password, cfg->password) < 0)
-        goto err_free;
-
-    p->loop = loop;
-    p->port = cfg->port > 0 ? cfg->port : 6379;
-    if (p->unix_path != NULL)
-        snprintf(p->where, sizeof(p->where), "unix:%s", p->unix_path);
-    else if (strchr(p->host, ':') != NULL) /* IPv6 */
-        snprintf(p->where, sizeof(p->where), "[%s]:%d", p->host, p->port);
-    else
-        snprintf(p->where, sizeof(p->where), "%s:%d", p->host, p->port);
-    p->db = cfg->db;
-    p->size = cfg->size;
-    p->timeout = cfg->timeout_ms > 0 ? cfg->timeout_ms : 2000;
-    p->backoff_min = cfg->backoff_min_ms > 0 ? cfg->backoff_min_ms : 50;
-    p->backoff_max = cfg->backoff_max_ms > 0 ? cfg->backoff_max_ms : 2000;
-    if (p->backoff_max < p->backoff_min)
-        p->backoff_max = p->backoff_min;
-    p->rng = (uv_hrtime() ^ (uint64_t)(uintptr_t)p) | 1;
-    p->stats.size = p->size;
-
-    /* Handles cannot fail to initialise on a live loop. */
-    uv_idle_init(loop, &p->idle);
-    p->idle.data = p;
-    p->open_handles++;
-    uv_idle_init(loop, &p->flush);
-    p->flush.data = p;
-    p->open_handles++;
-    for (int i = 0; i <= p->size; i++) {
-        struct pool_conn *c = &p->conns[i];
-        c->pool = p;
-        c->pubsub = i == p->size;
-        c->backoff = p->backoff_min;
-        uv_timer_init(loop, &c->timer);
-        c->timer.data = p;
-        p->open_handles++;
-    }
-    for (int i = 0; i < p->size; i++)
-        pool_conn_start(&p->conns[i]);
-    *out = p;
-    return 0;
-
-err_free:
-    free(p->conns);
-    free(p->host);
-    free(p->unix_path);
-    free(p->password);
-    free(p);
-    return -ENOMEM;
-}
-
-void pool_on_state(struct pool *p, void (*cb)(void *priv, bool up), void *priv)
-{
-    p->state_cb = cb;
-    p->state_priv = priv;
-}
-
-bool pool_up(const struct pool *p)
-{
-    return p->ready > 0;
-}
-
-void pool_stats(const struct pool *p, struct pool_stats *out)
-{
-    *out = p->stats;
-    out->connected = p->ready;
-}
-
-size_t pool_buffered(const struct pool *p)
-{
-    size_t n = p->held_bytes;
-    for (int i = 0; i <= p->size; i++) {
-        const redisAsyncContext *ac = p->conns[i].ac;
-        if (ac == NULL)
-            continue;
-        /* hiredis keeps a copy of every command until the socket takes
-         * it (all of them while Redis does not read), and reads replies
-         * into a buffer of its own. */
-        if (ac->c.obuf != NULL)
-            n += sdsalloc(ac->c.obuf);
-        if (ac->c.reader != NULL && ac->c.reader->buf != NULL)
-            n += sdsalloc(ac->c.reader->buf);
-    }
-    return n;
-}
-
-uint64_t pool_oldest_ms(const struct pool *p)
-{
-    uint64_t now = uv_now(p->loop), oldest = 0;
-    for (int i = 0; i < p->size; i++) {
-        const struct pool_req *r = p->conns[i].sent.first;
-        /* Each connection's list is oldest first; its deadline was set
-         * one timeout after it was written. */
-        if (r != NULL && now + p->timeout > r->deadline && now + p->timeout - r->deadline > oldest)
-            oldest = now + p->timeout - r->deadline;
-    }
-    return oldest;
-}
-
-const char *pool_last_error(const struct pool *p)
-{
-    return p->error;
-}
-
-const char *pool_where(const struct pool *p)
-{
-    return p->where;
 }

@@ -28,17 +28,37 @@
  * it did not run. */
 enum { POOL_EUNAVAILABLE = 1, POOL_ENOTSENT = 2 };
 
-/* How to reach Redis and how hard to try. Zero fields take the defaults. */
+/* A Redis Cluster node to learn the slot map from: an IP literal. */
+struct pool_seed {
+    const char *host;
+    int port;
+};
+
+/* The most masters a pool connects to on a cluster (each gets size
+ * connections). */
+#define POOL_NODES_MAX 32
+
+/* How to reach Redis and how hard to try. Zero fields take the defaults.
+ * With nseeds > 0 the pool is in cluster mode: host, port and unix_path
+ * are ignored, db must be 0, and the pool learns the slot map from the
+ * seeds, connects size connections to every master and sends each call
+ * to the owner of its slot (pool.c: cluster routing). */
 struct pool_config {
-    const char *host;        /* an IP literal; default "127.0.0.1" */
-    int port;                /* default 6379 */
-    const char *unix_path;   /* a unix socket, used instead of host:port when non-NULL */
-    const char *password;    /* AUTH on every connect when non-NULL */
-    int db;                  /* SELECT on every connect when > 0 */
-    int size;                /* command connections, >= 1 */
-    uint64_t timeout_ms;     /* request and connect deadline; default 2000 */
-    uint64_t backoff_min_ms; /* first reconnect delay; default 50 */
-    uint64_t backoff_max_ms; /* the delay doubles up to this; default 2000 */
+    const char *host;              /* an IP literal; default "127.0.0.1" */
+    int port;                      /* default 6379 */
+    const char *unix_path;         /* a unix socket, used instead of host:port when non-NULL */
+    const char *password;          /* AUTH on every connect when non-NULL */
+    int db;                        /* SELECT on every connect when > 0 */
+    int size;                      /* command connections, >= 1 */
+    uint64_t timeout_ms;           /* request and connect deadline; default 2000 */
+    uint64_t backoff_min_ms;       /* first reconnect delay; default 50 */
+    uint64_t backoff_max_ms;       /* the delay doubles up to this; default 2000 */
+    const struct pool_seed *seeds; /* cluster mode: nseeds seed nodes (copied) */
+    /* > 0: a script call's reply is delivered only once WAIT replica_acks
+     * (timeout_ms / 2), sent right after it on its connection, says that
+     * many replicas have its writes; fewer: POOL_EUNAVAILABLE. */
+    int replica_acks;
+    int nseeds;
 };
 
 /* The pool; opaque. */
@@ -66,6 +86,11 @@ void pool_route_init(struct pool_route *rt, const char *tag, size_t len);
 /* The Redis Cluster key slot of a hash tag: CRC16 (XMODEM) mod 16384. */
 uint16_t pool_slot(const char *tag, size_t len);
 
+/* The Redis Cluster key slot of a whole key (len bytes), as Redis finds
+ * it: the slot of its hash tag (the text between the first '{' and the
+ * first '}' after it) when that is not empty, else of the whole key. */
+uint16_t pool_key_slot(const char *key, size_t len);
+
 /* Runs exactly once per accepted request, never from inside the call that
  * submitted it. status 0: reply is the Redis reply (it may be
  * REDIS_REPLY_ERROR, e.g. a script's "ELEASE ..." error), valid only during
@@ -85,8 +110,14 @@ struct pool_stats {
     uint64_t recovered;  /* connections ready again after having been ready and lost */
     uint64_t noscript;   /* script calls resent as EVAL after NOSCRIPT */
     uint64_t fenced;     /* lost connections fenced with CLIENT KILL (pool_fenced) */
+    uint64_t moved;      /* requests resent after MOVED (cluster) */
+    uint64_t asked;      /* requests resent with ASKING after ASK (cluster) */
+    uint64_t tryagain;   /* requests resent after TRYAGAIN (cluster, a slot half moved) */
+    uint64_t unacked;    /* script calls failed because WAIT saw too few replicas */
+    uint64_t map_loads;  /* slot maps read (CLUSTER SLOTS answered) */
+    int nodes;           /* servers served by: 1, or on a cluster the masters of the slot map */
     int connected;       /* ready command connections */
-    int size;            /* command connections configured */
+    int size;            /* command connections configured (on a cluster: size x nodes) */
     uint64_t inflight;   /* accepted requests whose callback has not run yet */
     /* Round trips (sent to answered) of the requests that got a reply:
      * a count per bucket (not cumulative), their number and sum. */
@@ -118,7 +149,8 @@ int pool_script(struct pool *p, struct pool_route *rt, enum script_id id, const 
 /* Run one plain command given as argv/lens (copied). Returns and calls
  * back as pool_script does. With a route rt it runs in order with the
  * route's other requests; with rt NULL (as for pool_script) it goes to the
- * next ready connection, round-robin, ordered with nothing. */
+ * next ready connection, round-robin, ordered with nothing; on a cluster
+ * to a connection of the owner of the slot of its first key (argv[1]). */
 int pool_command(struct pool *p, struct pool_route *rt, int argc, const char **argv,
                  const size_t *lens, pool_reply_cb *cb, void *priv);
 

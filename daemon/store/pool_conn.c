@@ -45,8 +45,15 @@ static void conn_down(struct pool_conn *c);
  * while it lasts (with the attempts since), so a Redis that stays away is
  * visible in the log without a line per retry. A Redis still loading its
  * dataset after a restart is expected: info, not warn. */
-static void pool_set_error(struct pool *p, const char *what, const char *detail)
+static void pool_set_error(const struct pool_conn *c, const char *what, const char *detail)
 {
+    struct pool *p = c->pool;
+    char node[64];
+    const char *where = p->where;
+    if (p->cluster) { /* which node, not the seed */
+        snprintf(node, sizeof(node), "%s:%d", p->nodes[c->node].host, p->nodes[c->node].port);
+        where = node;
+    }
     char msg[sizeof(p->error)], q[300];
     uint64_t now = uv_now(p->loop);
     bool same = false;
@@ -60,7 +67,7 @@ static void pool_set_error(struct pool *p, const char *what, const char *detail)
                   loading ? "redis is loading its dataset; waiting"
                   : same  ? "redis still unreachable; retrying"
                           : "redis connection failed; retrying with backoff",
-                  "redis=%s error=%s attempts=%llu", p->where, log_quote(msg, q, sizeof(q)),
+                  "redis=%s error=%s attempts=%llu", where, log_quote(msg, q, sizeof(q)),
                   (unsigned long long)p->errors_unlogged);
         p->error_logged_ms = now;
         p->errors_unlogged = 0;
@@ -233,7 +240,7 @@ static void conn_set_state(struct pool_conn *c, enum conn_state s)
     if (c->pubsub || was == is)
         return;
     p->ready += is ? 1 : -1;
-    if ((p->ready > 0) != p->notified_up)
+    if (pool_is_up(p) != p->notified_up)
         pool_kick(p);
 }
 
@@ -265,25 +272,40 @@ static void conn_keepalive(int fd)
 static void conn_connect_cb(const redisAsyncContext *ac, int status);
 static void conn_disconnect_cb(const redisAsyncContext *ac, int status);
 
+void pool_conn_init(struct pool *p, struct pool_conn *c, int node)
+{
+    c->pool = p;
+    c->node = node;
+    c->backoff = p->backoff_min;
+    uv_timer_init(p->loop, &c->timer);
+    c->timer.data = p;
+    p->open_handles++;
+}
+
 /* Start one connection attempt; on an immediate failure wait a backoff. */
 void pool_conn_start(struct pool_conn *c)
 {
     struct pool *p = c->pool;
     redisAsyncContext *ac;
 
+    /* On a cluster the pub/sub connection may be on any node (a PUBLISH
+     * reaches every node of the cluster): after a failure, try the next. */
+    if (c->started && c->pubsub && p->cluster)
+        c->node = (c->node + 1) % p->nnodes;
     if (c->started)
         p->stats.reconnects++;
     c->started = true;
+    const struct pool_node *n = &p->nodes[c->node];
     if (p->unix_path != NULL)
         ac = redisAsyncConnectUnix(p->unix_path);
     else
-        ac = redisAsyncConnect(p->host, p->port);
+        ac = redisAsyncConnect(n->host, n->port);
     if (ac == NULL || ac->err) {
-        pool_set_error(p, "connect", ac != NULL ? ac->errstr : "out of memory");
+        pool_set_error(c, "connect", ac != NULL ? ac->errstr : "out of memory");
         goto err_free;
     }
     if (poll_attach(p, ac) < 0) {
-        pool_set_error(p, "connect", "cannot watch the socket");
+        pool_set_error(c, "connect", "cannot watch the socket");
         goto err_free;
     }
     if (p->unix_path == NULL)
@@ -318,6 +340,8 @@ static void conn_down(struct pool_conn *c)
         uv_timer_stop(&c->timer);
         return;
     }
+    if (p->cluster && !c->pubsub)
+        pool_cluster_conn_lost(c);
     conn_set_state(c, CONN_WAIT);
     uv_timer_start(&c->timer, conn_timer_cb, conn_next_delay(c), 0);
 }
@@ -330,7 +354,7 @@ void pool_conn_gone(struct pool_conn *c, const redisAsyncContext *ac, const char
     if (c->ac != ac || ac == NULL)
         return;
     pool_fence_note(c, false);
-    pool_set_error(c->pool, what, ac->errstr[0] != '\0' ? ac->errstr : "closed");
+    pool_set_error(c, what, ac->errstr[0] != '\0' ? ac->errstr : "closed");
     conn_down(c);
 }
 
@@ -378,8 +402,13 @@ static void conn_ready(struct pool_conn *c)
     c->was_ready = true;
     c->loss_noted = false;
     conn_set_state(c, CONN_READY);
-    if (!c->pubsub)
+    if (p->cluster && !c->pubsub)
+        pool_cluster_conn_ready(c);
+    if (!c->pubsub) {
         pool_fence_kick(p);
+        /* On a cluster, requests may have waited for it to connect. */
+        pool_conn_release_waiting(c);
+    }
     if (c->pubsub)
         for (struct pool_sub *s = p->subs; s != NULL && c->state == CONN_READY; s = s->next)
             pool_sub_send(c, s);
@@ -448,7 +477,6 @@ static void setup_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
     struct pool_conn *c = privdata;
     redisReply *reply = r;
-    struct pool *p = c->pool;
 
     if (reply == NULL) {
         pool_conn_gone(c, ac, "connection lost");
@@ -461,14 +489,14 @@ static void setup_cb(redisAsyncContext *ac, void *r, void *privdata)
     if (step == c->step_client_id || step == c->step_run_id) {
         setup_identity(c, step, reply);
     } else if (reply->type == REDIS_REPLY_ERROR) {
-        pool_set_error(p, "connection setup", reply->str);
+        pool_set_error(c, "connection setup", reply->str);
         pool_conn_fail_soon(c);
         return;
     }
     if (step >= first_script) {
         const struct script *s = &script_table[step - first_script];
         if (reply->type != REDIS_REPLY_STRING || strcmp(reply->str, s->sha1) != 0) {
-            pool_set_error(p, "SCRIPT LOAD returned another SHA-1 for", s->name);
+            pool_set_error(c, "SCRIPT LOAD returned another SHA-1 for", s->name);
             pool_conn_fail_soon(c);
             return;
         }
@@ -545,7 +573,7 @@ static void conn_timer_cb(uv_timer_t *t)
         break;
     case CONN_CONNECTING:
     case CONN_SETUP:
-        pool_set_error(p, "connect", "timed out");
+        pool_set_error(c, "connect", "timed out");
         pool_conn_kill(c);
         break;
     case CONN_FAILING:
@@ -564,7 +592,7 @@ static void conn_timer_cb(uv_timer_t *t)
         if (c->state != CONN_READY || c->sent.first == NULL)
             break;
         if (c->sent.first->deadline <= now) {
-            pool_set_error(p, "request", "timed out");
+            pool_set_error(c, "request", "timed out");
             pool_conn_kill(c);
         } else {
             uv_timer_start(t, conn_timer_cb, c->sent.first->deadline - now, 0);

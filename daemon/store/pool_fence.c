@@ -43,6 +43,7 @@ void pool_fence_note(struct pool_conn *c, bool written)
     f->pool = p;
     f->epoch = p->losses;
     f->client_id = c->client_id;
+    f->node = c->node;
     memcpy(f->run_id, c->run_id, sizeof(f->run_id));
     struct pool_fence **tail = &p->fences;
     while (*tail != NULL)
@@ -93,9 +94,21 @@ void pool_fence_kick(struct pool *p)
         next = f->next;
         if (f->inflight)
             continue;
-        struct pool_conn *c = pool_pick(p);
-        if (c == NULL)
+        /* CLIENT KILL goes to the server the lost client was on (on a
+         * cluster, its node). A node no longer in the slot map after a
+         * failover is dead or a replica: its clients cannot write. */
+        struct pool_conn *c = p->cluster ? pool_node_pick(p, f->node, 0) : pool_pick(p);
+        if (c != NULL && c->state != CONN_READY)
+            c = NULL;
+        if (c == NULL && p->cluster && p->map_known && !p->nodes[f->node].mapped) {
+            fence_remove(p, f);
+            continue;
+        }
+        if (c == NULL) {
+            if (p->cluster)
+                continue;
             return;
+        }
         if (strcmp(c->run_id, f->run_id) != 0 || f->run_id[0] == '\0') {
             /* Another Redis process than the one that had the lost client
              * (it restarted): what that client had sent died with it. */

@@ -1,7 +1,9 @@
-/* pool_internal: what the pool's two files share (see pool.h for the API).
- * pool.c holds requests, pub/sub, the idle handle, close and construction;
- * pool_conn.c holds each connection's lifecycle, its timer and the libuv
- * adapter under its hiredis context. Only those two files include this. */
+/* pool_internal: what the pool's files share (see pool.h for the API).
+ * pool.c holds requests, pub/sub, the idle handle and close; pool_new.c
+ * construction and queries; pool_conn.c each connection's lifecycle, its
+ * timer and the libuv adapter under its hiredis context; pool_cluster.c
+ * the slot map and redirects; pool_ack.c replica-acks; pool_fence.c
+ * fences. Only those files include this. */
 #ifndef EMQ_POOL_INTERNAL_H
 #define EMQ_POOL_INTERNAL_H
 
@@ -44,17 +46,31 @@ struct pool_req {
     void *priv;
     uint64_t deadline; /* loop time in ms */
     uint64_t sent_ns;  /* uv_hrtime() when written, for the round-trip histogram */
+    uint64_t first_ms; /* loop time when first written (TRYAGAIN retries stop a timeout on) */
     int script;        /* a script id, or -1 for a plain command */
-    bool resent;       /* already resent as EVAL once */
-    bool noscript;     /* answered NOSCRIPT: to be resent as EVAL */
-    size_t len;        /* bytes in cmd */
-    size_t tail;       /* offset in cmd of the arguments after the SHA-1 */
+    int slot;          /* cluster: a route-less command's key slot, or -1 */
+    int target;        /* cluster: after MOVED or ASK, the node to resend it to, or -1 */
+    int redirects;     /* cluster: MOVED and ASK followed so far */
+    bool asking;       /* cluster: answered ASK, resent with ASKING before it */
+    bool pinned;       /* sent on one connection (pool_command_on): never moved */
+    /* replica-acks: the WAIT written after this script call (its priv is
+     * this request), and this call's reply kept until WAIT answers. A
+     * WAIT whose call went another way (failed, resent) is detached: its
+     * priv is NULL. ack_missing: the WAIT could not be sent. */
+    struct pool_req *ack_req;
+    redisReply *ack_reply;
+    bool ack_missing;
+    bool resent;   /* already resent as EVAL once */
+    bool noscript; /* answered NOSCRIPT: to be resent as EVAL */
+    size_t len;    /* bytes in cmd */
+    size_t tail;   /* offset in cmd of the arguments after the SHA-1 */
     char cmd[];
 };
 
 /* One connection slot: the context it holds now and its requests. */
 struct pool_conn {
     struct pool *pool;
+    int node; /* the index of the node it connects to in pool->nodes (0 off a cluster) */
     redisAsyncContext *ac; /* NULL when down; hiredis owns the memory */
     enum conn_state state;
     bool pubsub;               /* the dedicated pub/sub connection */
@@ -72,6 +88,9 @@ struct pool_conn {
      * the recovery does not reorder an ordered stream (pool_route). */
     bool holding;
     struct pool_req_list redo, held;
+    /* Cluster: a request of redo answered TRYAGAIN (its slot is half
+     * moved): the release waits for the retry timer (pool_cluster.c). */
+    bool retry_later;
     uv_timer_t timer;
     /* Who this connection is at Redis (CLIENT ID and the server's run_id,
      * asked in setup), so that a lost one can be fenced (pool_fence.c).
@@ -91,8 +110,18 @@ struct pool_fence {
     struct pool *pool;
     uint64_t epoch;      /* the pool's loss count once this one was counted */
     long long client_id; /* the lost connection's CLIENT ID */
+    int node;            /* the node it was a client of */
     char run_id[41];     /* the Redis process it was a client of */
     bool inflight;       /* its CLIENT KILL is out */
+};
+
+/* A Redis server the pool connects to: the one server, or on a cluster
+ * one node (a master of the slot map, or a seed). Its command connections
+ * are conns[index * size ...] (pool_cluster.c). */
+struct pool_node {
+    char host[46]; /* an IP literal (INET6_ADDRSTRLEN) */
+    int port;
+    bool mapped; /* it owns slots in the last slot map */
 };
 
 /* One channel subscription, replayed on every (re)connect. */
@@ -111,10 +140,30 @@ struct pool {
     char *host, *unix_path, *password;
     int port, db, size;
     uint64_t timeout, backoff_min, backoff_max;
-    struct pool_conn *conns; /* size command connections, then the pub/sub one */
-    int ready;               /* READY command connections */
-    int cursor;              /* round-robin position */
-    bool notified_up;        /* what on_state was last told */
+    int replica_acks; /* WAIT for this many replicas after each script call (0: none) */
+    /* size command connections per node (nodes_cap of them), then the
+     * pub/sub one (ps); the first nnodes * size are in use. */
+    struct pool_conn *conns;
+    struct pool_conn *ps;
+    struct pool_node *nodes; /* nnodes in use, of nodes_cap (1 off a cluster) */
+    int nnodes, nodes_cap;
+    /* Cluster mode (pool_cluster.c): the slot map (each slot's node index,
+     * POOL_NO_NODE when unknown), the seeds it is first read from, and its
+     * refresh. */
+    bool cluster;
+    bool map_known;          /* a slot map has been read */
+    bool map_inflight;       /* a CLUSTER SLOTS is out */
+    bool map_stale;          /* a MOVED or a lost node: read it again soon */
+    bool map_refused_logged; /* CLUSTER SLOTS refused: said once */
+    uint8_t *slot_node;
+    struct pool_node *seeds;
+    int nseeds, seed_next;
+    uint64_t map_read_ms; /* loop time of the last map read */
+    uv_timer_t map_timer;
+    uv_timer_t retry_timer; /* releases the connections held for TRYAGAIN */
+    int ready;              /* READY command connections */
+    int cursor;             /* round-robin position */
+    bool notified_up;       /* what on_state was last told */
     bool closing;
     bool closed; /* handles are being closed; free when open_handles is 0 */
     int open_handles;
@@ -142,6 +191,55 @@ struct pool {
 /* A failure that repeats is logged again this often while it lasts. */
 #define POOL_LOG_EVERY_MS 10000
 
+/* A slot no node is known to serve. */
+#define POOL_NO_NODE 0xff
+
+/* MOVED and ASK followed for one request before its error is delivered. */
+#define POOL_REDIRECTS_MAX 5
+
+/* ---- pool_cluster.c ------------------------------------------------------ */
+
+/* Cluster mode: set up the slot map's memory, the seeds and the first
+ * node (seed 0) and its refresh timer. 0 or -ENOMEM. */
+int pool_cluster_init(struct pool *p, const struct pool_config *cfg);
+
+/* Free what pool_cluster_init allocated. */
+void pool_cluster_free(struct pool *p);
+
+/* A command connection of node (its home for slot, else any ready one),
+ * or while node is connecting its home, where a request waits; NULL when
+ * node is unknown or every connection of it is down. */
+struct pool_conn *pool_node_pick(struct pool *p, int node, uint16_t slot);
+
+/* c (cluster mode) became ready: read the slot map if none is known. */
+void pool_cluster_conn_ready(struct pool_conn *c);
+
+/* c (cluster mode) went down: the map may have changed (a failover). */
+void pool_cluster_conn_lost(struct pool_conn *c);
+
+/* What pool_cluster_redirect made of a reply. */
+enum pool_redirect {
+    POOL_REDIRECT_NONE,  /* deliver the reply */
+    POOL_REDIRECT_NOW,   /* resend r to r->target when its connection is released */
+    POOL_REDIRECT_LATER, /* the same, after a short wait (TRYAGAIN) */
+};
+
+/* reply (an error, to r sent on a connection of node) on a cluster is
+ * "MOVED slot ip:port" or "ASK slot ip:port": set r->target (adding the
+ * node if new) and r->asking, and for MOVED update the map and have it
+ * read again; "TRYAGAIN": r->target is node again, after a wait, until a
+ * request timeout after r was first sent. NONE for any other reply, or
+ * when the redirect cannot be followed (r's error is then delivered). */
+enum pool_redirect pool_cluster_redirect(struct pool *p, struct pool_req *r, int node,
+                                         const redisReply *reply);
+
+/* c holds requests that answered TRYAGAIN and nothing it wrote is
+ * unanswered: release it after a short wait. */
+void pool_cluster_retry_soon(struct pool_conn *c);
+
+/* Up, for on_state: a ready connection and, on a cluster, a slot map. */
+bool pool_is_up(const struct pool *p);
+
 /* ---- pool_fence.c -------------------------------------------------------- */
 
 /* c is going down with a request written on it and unanswered (written
@@ -167,6 +265,50 @@ int pool_command_on(struct pool_conn *c, int argc, const char **argv, const size
 /* The next ready command connection, round-robin, or NULL. */
 struct pool_conn *pool_pick(struct pool *p);
 
+/* The command connections in use. */
+static inline int pool_nconn(const struct pool *p)
+{
+    return p->nnodes * p->size;
+}
+
+/* ---- pool_ack.c ---------------------------------------------------------- */
+
+/* Write WAIT replica_acks right after script call r on c (r->ack_req). */
+void pool_ack_write(struct pool_conn *c, struct pool_req *r);
+
+/* r's reply (not an error) on a pool with replica-acks: keep it until its
+ * WAIT answers (true), or deliver it now (false); true also when r was
+ * failed here (its WAIT could not be sent, or the copy failed). */
+bool pool_ack_hold(struct pool_req *r, const redisReply *reply);
+
+/* r is to be written again (NOSCRIPT, a redirect): the WAIT written after
+ * it no longer speaks for it; the next write sends another. */
+void pool_ack_detach(struct pool_req *r);
+
+/* ---- pool.c: requests, for the other pool files -------------------------- */
+
+/* A plain command as a request of p (not yet accepted), or NULL. */
+struct pool_req *pool_req_new_command(struct pool *p, int argc, const char **argv,
+                                      const size_t *lens, pool_reply_cb *cb, void *priv);
+
+/* Count r in: accepted, in flight until pool_req_finish, its bytes held. */
+void pool_req_accept(struct pool *p, const struct pool_req *r);
+
+/* Write r on c; 0, or -1 when hiredis refused it (c is then failing). */
+int pool_req_write(struct pool_conn *c, struct pool_req *r);
+
+/* Fail r on the next turn with POOL_ENOTSENT. */
+void pool_req_fail_later(struct pool *p, struct pool_req *r);
+
+/* Deliver r's outcome (reply, or with none the failure status) and free r. */
+void pool_req_finish(struct pool_req *r, redisReply *reply, int failure);
+
+/* ---- pool_new.c ---------------------------------------------------------- */
+
+/* Free p and everything it owns (its handles must be closed already, or
+ * never have been opened). */
+void pool_free(struct pool *p);
+
 /* ---- pool_conn.c --------------------------------------------------------- */
 
 struct pool_poll;
@@ -174,6 +316,9 @@ struct pool_poll;
 /* The flush idle handle's callback: write every queued context's commands
  * (see the adapter in pool_conn.c). */
 void pool_flush_cb(uv_idle_t *h);
+
+/* Initialise c (its timer, its node) as connection index i of p. */
+void pool_conn_init(struct pool *p, struct pool_conn *c, int node);
 
 /* Start one connection attempt on c; on an immediate failure c waits a
  * backoff delay and tries again. */
@@ -209,6 +354,9 @@ void pool_maybe_done(struct pool *p);
 /* Send SUBSCRIBE for s on the ready pub/sub connection c; if hiredis
  * refuses it, c is torn down on the next turn. */
 void pool_sub_send(struct pool_conn *c, struct pool_sub *s);
+
+/* c became ready while requests waited on it: send them. */
+void pool_conn_release_waiting(struct pool_conn *c);
 
 /* c is down: the requests held on it (redo and held, never written or to
  * be written again) are failed on the next turn, and c holds no more. */

@@ -129,6 +129,17 @@ bool store_parsed(const struct store_call *c, struct store_status *s, const redi
     return rc == 0;
 }
 
+/* The refusals of a Redis Cluster that mean "not now, not here": the
+ * call did not run. */
+static bool store_cluster_busy(const char *str, size_t w)
+{
+    static const char *const words[] = {"TRYAGAIN", "CLUSTERDOWN", "MOVED", "ASK"};
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+        if (strlen(words[i]) == w && memcmp(str, words[i], w) == 0)
+            return true;
+    return false;
+}
+
 static void reply_cb(void *priv, int status, redisReply *reply)
 {
     struct store_call *c = priv;
@@ -143,7 +154,15 @@ static void reply_cb(void *priv, int status, redisReply *reply)
         size_t w = strcspn(reply->str, " ");
         st.code = wire_error_lookup(reply->str, w);
         st.message = reply->str[w] ? reply->str + w + 1 : reply->str;
-        if (w == 3 && memcmp(reply->str, "OOM", 3) == 0) {
+        if (store_cluster_busy(reply->str, w)) {
+            /* A cluster resharding (TRYAGAIN: the slot's keys are half
+             * moved), down (CLUSTERDOWN) or redirecting past the pool's
+             * limit: the call did not run; the client may retry. */
+            st = (struct store_status){WIRE_EUNAVAILABLE,
+                                       "the backend cluster is moving or lost this queue's slot; "
+                                       "retry"};
+            backend_error_log(LOG_WARN, "backend cluster refused a call", c, reply->str);
+        } else if (w == 3 && memcmp(reply->str, "OOM", 3) == 0) {
             /* Only what adds jobs is refused: the moves that drain carry
              * allow-oom (scripts/embed_lua.py). */
             st = (struct store_status){WIRE_EFULL, "the backend is out of memory: complete, drain "

@@ -33,6 +33,8 @@ const struct config_key config_keys[] = {
      "tokens with roles: 'NAME ROLE SHA256 [QUEUE-PATTERN...]' lines (re-read on SIGHUP)"},
     {"redis", CONFIG_URL, OFF(redis), 0, 0, "", 0,
      "redis://[:PASSWORD@]HOST:PORT[/DB] or unix:///PATH[?db=N] ('' = embedded)"},
+    {"redis-cluster", CONFIG_SEEDS, OFF(redis_cluster), 0, 0, "", 0,
+     "HOST:PORT[,HOST:PORT...]: seed nodes of a Redis Cluster (instead of redis)"},
     {"redis-password-file", CONFIG_STRING, OFF(redis_password_file), 0, 0, "", 0,
      "read the Redis password from this file"},
     {"data-dir", CONFIG_STRING, OFF(data_dir), 0, 0, "emqd-data", 0,
@@ -44,6 +46,8 @@ const struct config_key config_keys[] = {
     {"pool", CONFIG_INT, OFF(pool_size), 1, 64, "4", 0, "Redis connections"},
     {"redis-timeout-ms", CONFIG_U64, OFF(redis_timeout_ms), 10, 600000, "2000", 0,
      "deadline of one backend call"},
+    {"replica-acks", CONFIG_INT, OFF(replica_acks), 0, 16, "0", 0,
+     "answer a script call only once WAIT says this many replicas have it (0 = don't wait)"},
     {"log-level", CONFIG_LEVEL, OFF(log_level), 0, 3, "info", CONFIG_RELOAD,
      "error, warn, info or debug"},
     {"metrics", CONFIG_ADDR, OFF(metrics), 0, 0, "none", CONFIG_NONE,
@@ -191,6 +195,8 @@ const char *config_expected(const struct config_key *k, char *buf, size_t cap)
         return "IP:PORT: an IPv4 address, [IPv6] or localhost, and a port in 1..65535";
     if (k->type == CONFIG_URL)
         return "redis://[:PASSWORD@]HOST[:PORT][/DB] or unix:///PATH[?db=N]";
+    if (k->type == CONFIG_SEEDS)
+        return "HOST:PORT[,HOST:PORT...] (at most 16; HOST a name, an IPv4 address or [IPv6])";
     snprintf(buf, cap, "an integer in %llu..%llu", (unsigned long long)k->min,
              (unsigned long long)k->max);
     return buf;
@@ -230,6 +236,14 @@ int config_set_why(struct config *c, const struct config_key *k, const char *val
             break;
         }
         return set_string(f, k, value);
+    case CONFIG_SEEDS: {
+        struct config_seed seeds[CONFIG_SEEDS_MAX];
+        if (!unset_text(k, value) && config_parse_seeds(value, seeds, url, sizeof(url)) < 0) {
+            rc = -EINVAL;
+            break;
+        }
+        return set_string(f, k, value);
+    }
     case CONFIG_SIZE:
     case CONFIG_U64:
     case CONFIG_INT:
@@ -283,7 +297,8 @@ void config_defaults(struct config *c)
 /* Strings of every kind: plain, addresses, URLs. */
 static bool is_string(const struct config_key *k)
 {
-    return k->type == CONFIG_STRING || k->type == CONFIG_ADDR || k->type == CONFIG_URL;
+    return k->type == CONFIG_STRING || k->type == CONFIG_ADDR || k->type == CONFIG_URL ||
+           k->type == CONFIG_SEEDS;
 }
 
 void config_deinit(struct config *c)
@@ -315,6 +330,7 @@ const char *config_format(const struct config *c, const struct config_key *k, ch
     case CONFIG_STRING:
     case CONFIG_ADDR:
     case CONFIG_URL:
+    case CONFIG_SEEDS:
         snprintf(buf, cap, "%s", string_text(c, k));
         break;
     case CONFIG_SIZE:
@@ -490,6 +506,50 @@ int config_parse_redis(const char *url, struct redis_url *pc, char *buf, size_t 
     return 0;
 }
 
+/* One HOST:PORT of a seed list, in place (s is NUL-terminated). */
+static int parse_seed(char *s, struct config_seed *out)
+{
+    char *colon = strrchr(s, ':'), *end;
+    if (colon == NULL || colon == s)
+        return -EINVAL;
+    *colon = '\0';
+    long port = strtol(colon + 1, &end, 10);
+    if (colon[1] == '\0' || *end != '\0' || port < 1 || port > 65535)
+        return -EINVAL;
+    if (s[0] == '[') { /* [IPv6] */
+        size_t n = strlen(s);
+        if (n < 3 || s[n - 1] != ']')
+            return -EINVAL;
+        s[n - 1] = '\0';
+        s++;
+        if (strspn(s, "0123456789abcdefABCDEF:.") != strlen(s))
+            return -EINVAL;
+    } else if (strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") !=
+               strlen(s)) {
+        return -EINVAL;
+    }
+    out->host = strcmp(s, "localhost") == 0 ? "127.0.0.1" : s;
+    out->port = (int)port;
+    return 0;
+}
+
+int config_parse_seeds(const char *list, struct config_seed *out, char *buf, size_t cap)
+{
+    if (strlen(list) >= cap || list[0] == '\0')
+        return -EINVAL;
+    strcpy(buf, list);
+    int n = 0;
+    for (char *s = buf, *comma; s != NULL; s = comma) {
+        comma = strchr(s, ',');
+        if (comma != NULL)
+            *comma++ = '\0';
+        if (n == CONFIG_SEEDS_MAX || parse_seed(s, &out[n]) != 0)
+            return -EINVAL;
+        n++;
+    }
+    return n;
+}
+
 /* --- secrets from files ----------------------------------------------------- */
 
 #define SECRET_MAX 4096 /* the longest token hello takes (PROTOCOL.md 5.1) */
@@ -612,7 +672,23 @@ int config_finish(struct config *c, char *err, size_t errlen)
         return rc;
     }
 
+    const struct config_key *ck = config_key_find("redis-cluster", 13);
+    if (c->redis != NULL && c->redis_cluster != NULL) {
+        snprintf(err, errlen, "%s: redis-cluster and redis (%s) are both set: keep one",
+                 config_origin(c, ck), config_origin(c, rk));
+        return -EINVAL;
+    }
+    /* A cluster is an external backend like redis: the checks and the
+     * password that apply to redis apply to it. */
+    bool external = c->redis != NULL || c->redis_cluster != NULL;
     const struct config_key *fk = config_key_find("fsync", 5);
+    if (c->redis == NULL && c->redis_cluster != NULL && c->origin[fk - config_keys] != NULL) {
+        snprintf(err, errlen,
+                 "%s: fsync applies to the embedded backend only; with redis-cluster (%s), set "
+                 "appendfsync on its nodes (README: durability)",
+                 config_origin(c, fk), config_origin(c, ck));
+        return -EINVAL;
+    }
     if (c->redis != NULL && c->origin[fk - config_keys] != NULL) {
         snprintf(err, errlen,
                  "%s: fsync applies to the embedded backend only; with redis (%s), set "
@@ -621,8 +697,10 @@ int config_finish(struct config *c, char *err, size_t errlen)
         return -EINVAL;
     }
     const char *ppath = c->redis_password_file;
-    if (ppath != NULL && c->redis == NULL) {
-        snprintf(err, errlen, "%s: redis-password-file needs redis (the embedded backend has none)",
+    if (ppath != NULL && !external) {
+        snprintf(err, errlen,
+                 "%s: redis-password-file needs redis or redis-cluster (the embedded backend has "
+                 "none)",
                  config_origin(c, pf));
         return -EINVAL;
     }
@@ -632,7 +710,7 @@ int config_finish(struct config *c, char *err, size_t errlen)
                  config_origin(c, pf), config_origin(c, rk));
         return -EINVAL;
     }
-    if (ppath == NULL && c->redis != NULL && pc.password == NULL)
+    if (ppath == NULL && external && pc.password == NULL)
         ppath = credential("emqd.redis-password", path, sizeof(path));
     if (ppath != NULL &&
         (rc = read_secret(ppath, "Redis password", &c->redis_password, why, sizeof(why))) != 0) {

@@ -17,6 +17,7 @@ struct config {
     char *listen;              /* HOST:PORT for TCP, or NULL for none */
     char *unix_path;           /* a unix socket to listen on too, or NULL */
     char *redis;               /* redis://HOST:PORT[/DB], unix:///path; NULL = embedded */
+    char *redis_cluster;       /* HOST:PORT[,HOST:PORT...] seeds of a Redis Cluster, or NULL */
     char *redis_password_file; /* the Redis password, read from this file */
     char *data_dir;            /* the embedded redis-server's directory */
     int fsync;                 /* enum config_fsync: the embedded redis-server's appendfsync */
@@ -42,6 +43,7 @@ struct config {
     size_t max_buffered;      /* bytes held for all connections together before reads pause */
     uint64_t idle_timeout_ms; /* close a connection idle this long; 0 = never */
     uint64_t redis_timeout_ms;
+    int replica_acks;      /* WAIT for this many replicas after each script call; 0: none */
     uint64_t lease_ms;     /* default lease of claim / stream */
     uint64_t retention_ms; /* how long a completed row answers 'duplicate' */
     int max_attempts;      /* default for enqueue; 0 = unlimited */
@@ -78,6 +80,7 @@ enum config_type {
     CONFIG_FSYNC,  /* int: enum config_fsync, by name */
     CONFIG_ADDR,   /* char *: IP:PORT as addr_parse takes it (or "none" with CONFIG_NONE) */
     CONFIG_URL,    /* char *: a backend URL as config_parse_redis takes it */
+    CONFIG_SEEDS,  /* char *: HOST:PORT[,HOST:PORT...] as config_parse_seeds takes it */
 };
 
 enum {
@@ -168,5 +171,19 @@ struct redis_url {
 /* Parse "redis://[:password@]HOST:PORT[/DB]" or "unix:///path[?db=N]".
  * Returns 0 or -EINVAL. The strings it stores point into buf (size cap). */
 int config_parse_redis(const char *url, struct redis_url *ru, char *buf, size_t cap);
+
+/* The most seed nodes redis-cluster takes. */
+#define CONFIG_SEEDS_MAX 16
+
+/* One seed node of redis-cluster. */
+struct config_seed {
+    const char *host; /* a name or an IP literal ("localhost" becomes 127.0.0.1) */
+    int port;
+};
+
+/* Parse "HOST:PORT[,HOST:PORT...]" (HOST a name, an IPv4 address or
+ * [IPv6]; at most CONFIG_SEEDS_MAX) into out. Returns how many, or
+ * -EINVAL. The strings it stores point into buf (size cap). */
+int config_parse_seeds(const char *list, struct config_seed *out, char *buf, size_t cap);
 
 #endif

@@ -50,6 +50,9 @@ struct bench_conn {
     bool tick_on;
     /* beanstalk worker: reserves outstanding */
     unsigned reserves;
+    unsigned index;    /* in bench.conns */
+    uint64_t requests; /* producer: requests sent (--queues rotates over them) */
+    char queue[80];    /* worker: the queue its stream is on */
     /* With --tls-ca: its TLS state (util/tls.h, client side), and whether
      * the handshake is done (the protocol starts then). */
     struct tls *tls;
@@ -63,6 +66,7 @@ struct bench {
     const char *host;
     int port;
     const char *queue;
+    unsigned queues; /* > 1: queue0..queue(queues-1), producers rotating, worker i on i % queues */
     struct tls_ctx *tls; /* --tls-ca: every emqd connection speaks TLS */
     unsigned producers, workers, idle;
     unsigned batch, pipeline, credit, groups;

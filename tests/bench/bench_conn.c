@@ -359,6 +359,7 @@ int bench_conns_open(struct bench *b, unsigned from, unsigned to, enum bench_rol
         struct bench_conn *c = &b->conns[i];
         c->b = b;
         c->role = role;
+        c->index = i;
         uv_tcp_init(b->loop, &c->tcp);
         c->tcp.data = c;
         c->connect.data = c;

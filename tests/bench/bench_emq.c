@@ -51,19 +51,32 @@ static void put_job(struct bench *b, struct bench_buf *out, uint64_t job, bool i
         bench_buf_put(out, "}", 1);
 }
 
-/* Send one request of up to b->batch jobs. */
+/* The name of queue k of the run into buf: --queue itself, or with
+ * --queues K the K names QUEUE0..QUEUE(K-1). */
+static const char *queue_name(const struct bench *b, unsigned k, char buf[80])
+{
+    if (b->queues <= 1)
+        return b->queue;
+    snprintf(buf, 80, "%s%u", b->queue, k % b->queues);
+    return buf;
+}
+
+/* Send one request of up to b->batch jobs (with --queues, to the next
+ * queue of this producer's rotation). */
 static void send_request(struct bench_conn *c)
 {
     struct bench *b = c->b;
+    char qbuf[80];
+    const char *q = queue_name(b, (unsigned)(c->index + c->requests++), qbuf);
     uint64_t n = b->jobs - b->sent;
     if (n > b->batch)
         n = b->batch;
     if (b->batch == 1) {
-        bench_buf_printf(&c->out, "{\"op\":\"enqueue\",\"queue\":\"%s\",", b->queue);
+        bench_buf_printf(&c->out, "{\"op\":\"enqueue\",\"queue\":\"%s\",", q);
         put_job(b, &c->out, b->sent, false);
         bench_buf_put(&c->out, "}\n", 2);
     } else {
-        bench_buf_printf(&c->out, "{\"op\":\"enqueue_many\",\"queue\":\"%s\",\"jobs\":[", b->queue);
+        bench_buf_printf(&c->out, "{\"op\":\"enqueue_many\",\"queue\":\"%s\",\"jobs\":[", q);
         for (uint64_t i = 0; i < n; i++) {
             if (i)
                 bench_buf_put(&c->out, ",", 1);
@@ -95,10 +108,13 @@ void bench_emq_connected(struct bench_conn *c)
         if (!b->rate)
             bench_emq_produce(c);
         break;
-    case BENCH_WORKER:
+    case BENCH_WORKER: {
+        char qbuf[80];
+        snprintf(c->queue, sizeof(c->queue), "%s", queue_name(b, c->index - b->producers, qbuf));
         bench_buf_printf(&c->out, "{\"op\":\"stream\",\"queue\":\"%s\",\"credit\":%u%s}\n",
-                         b->queue, b->credit, b->groups || b->light ? "" : ",\"flat\":true");
+                         c->queue, b->credit, b->groups || b->light ? "" : ",\"flat\":true");
         break;
+    }
     case BENCH_IDLE:
         bench_buf_put(&c->out, "{\"op\":\"ping\"}\n", 14);
         break;
@@ -169,7 +185,7 @@ static void on_push(struct bench_conn *c, const char *p, const char *end)
     }
     bench_buf_printf(&c->out,
                      "{\"op\":\"complete\",\"queue\":\"%s\",\"job\":\"%.*s\",\"lease\":\"%.*s\"}\n",
-                     b->queue, (int)jlen, job, (int)llen, lease);
+                     c->queue, (int)jlen, job, (int)llen, lease);
 }
 
 /* Handle every complete line in [p, p+n); returns the bytes used. */

@@ -28,6 +28,9 @@ static void usage(FILE *f)
           "  --beanstalk       speak beanstalkd's protocol instead of emqd's\n"
           "  --tls-ca FILE     speak TLS to emqd, verifying it against FILE's CAs\n"
           "  --queue Q         queue name (default bench)\n"
+          "  --queues K        spread over K queues Q0..Q(K-1): each producer\n"
+          "                    rotates its requests over them, worker i streams\n"
+          "                    queue i mod K (give --workers >= K)\n"
           "  --producers N     producer connections (default 4; 0 with --workers:\n"
           "                    drain --jobs N jobs already queued, e.g. by an\n"
           "                    earlier run with --workers 0)\n"
@@ -313,17 +316,29 @@ static void report_text(const struct bench *b, const struct bench_result *r)
 }
 
 static const struct option long_opts[] = {
-    {"host", 1, 0, 'h'},      {"port", 1, 0, 'p'},
-    {"beanstalk", 0, 0, 'k'}, {"queue", 1, 0, 'q'},
-    {"producers", 1, 0, 'N'}, {"batch", 1, 0, 'B'},
-    {"pipeline", 1, 0, 'P'},  {"workers", 1, 0, 'M'},
-    {"credit", 1, 0, 'C'},    {"groups", 1, 0, 'G'},
-    {"jobs", 1, 0, 'n'},      {"payload", 1, 0, 's'},
-    {"rate", 1, 0, 'r'},      {"prefill", 0, 0, 'f'},
-    {"fairness", 1, 0, 'F'},  {"idle", 1, 0, 'i'},
-    {"emqd-pid", 1, 0, 'm'},  {"duration", 1, 0, 'd'},
-    {"json", 0, 0, 'j'},      {"help", 0, 0, '?'},
-    {"tls-ca", 1, 0, 'T'},    {0, 0, 0, 0},
+    {"host", 1, 0, 'h'},
+    {"port", 1, 0, 'p'},
+    {"beanstalk", 0, 0, 'k'},
+    {"queue", 1, 0, 'q'},
+    {"producers", 1, 0, 'N'},
+    {"batch", 1, 0, 'B'},
+    {"pipeline", 1, 0, 'P'},
+    {"workers", 1, 0, 'M'},
+    {"credit", 1, 0, 'C'},
+    {"groups", 1, 0, 'G'},
+    {"jobs", 1, 0, 'n'},
+    {"payload", 1, 0, 's'},
+    {"rate", 1, 0, 'r'},
+    {"prefill", 0, 0, 'f'},
+    {"fairness", 1, 0, 'F'},
+    {"idle", 1, 0, 'i'},
+    {"emqd-pid", 1, 0, 'm'},
+    {"duration", 1, 0, 'd'},
+    {"json", 0, 0, 'j'},
+    {"help", 0, 0, '?'},
+    {"tls-ca", 1, 0, 'T'},
+    {"queues", 1, 0, 'Q'},
+    {0, 0, 0, 0},
 };
 
 static int num(const char *s, unsigned long long max, unsigned long long *out)
@@ -390,6 +405,9 @@ static int parse_opt(struct bench *b, int o, const char *arg)
     case 'p':
         b->port = (int)v;
         return v > 0 && v < 65536 ? 0 : -1;
+    case 'Q':
+        b->queues = (unsigned)v;
+        return v >= 1 && v <= 10000 ? 0 : -1;
     case 'N':
         b->producers = (unsigned)v;
         return 0;

@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """run.py: the client conformance suite (tests/conformance/README.md).
 
-  run.py --client c|python|node [--only 1,5,...] [-v]
+  run.py --client c|python|node [--only 1,5,...] [-v] [--cluster]
   run.py --client NAME --driver CMD ARGS...   any driver (CMD and its arguments)
+
+With --cluster, emqd runs on a Redis Cluster of three masters (made with
+redis-cli --cluster create) instead of one redis-server: the same checks,
+with queues spread over the masters.
 
 Starts a real redis-server ($REDIS_SERVER, else from PATH) and emqd ($EMQD,
 else build/daemon/emqd) on free loopback ports, drives the client through
@@ -214,6 +218,9 @@ class RedisServer:
         finally:
             r.close()
 
+    def backend_args(self):
+        return ["--redis", "redis://127.0.0.1:%d" % self.port]
+
     def stop(self):
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
@@ -223,6 +230,108 @@ class RedisServer:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+
+
+class RedisCluster:
+    """--cluster: a Redis Cluster of three masters (no replicas: the checks
+    are about the ops, not failover) on free loopback ports, made with
+    redis-cli --cluster create; emqd is given one of them as its seed."""
+
+    MASTERS = 3
+
+    def __init__(self, workdir):
+        self.bin = os.environ.get("REDIS_SERVER") or shutil.which("redis-server") or "redis-server"
+        cli = os.path.join(os.path.dirname(self.bin), "redis-cli")
+        self.cli = cli if os.path.exists(cli) else (shutil.which("redis-cli") or "redis-cli")
+        self.workdir = workdir
+        self.nodes = []
+
+    def _start_node(self, i):
+        d = os.path.join(self.workdir, "node%d" % i)
+        os.makedirs(d, exist_ok=True)
+        for _ in range(5):
+            port = free_port()
+            if port + 10000 > 65535:
+                continue
+            proc = subprocess.Popen(
+                [self.bin, "--port", str(port), "--bind", "127.0.0.1", "--dir", d,
+                 "--save", "", "--appendonly", "no", "--daemonize", "no",
+                 "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                 "--cluster-node-timeout", "2000", "--logfile", os.path.join(d, "redis.log")],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent)
+            end = deadline()
+            while time.monotonic() < end and proc.poll() is None:
+                try:
+                    r = Resp(port)
+                    info = r.call("INFO", "server")
+                    r.close()
+                    if ("process_id:%d\r" % proc.pid) in info:
+                        return proc, port
+                except OSError:
+                    pass
+                time.sleep(POLL)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        raise Bail("cluster node %d does not start; its log: %s"
+                   % (i, tail(os.path.join(d, "redis.log"))))
+
+    def start(self):
+        self.nodes = [self._start_node(i) for i in range(self.MASTERS)]
+        made = subprocess.run([self.cli, "--cluster", "create"]
+                              + ["127.0.0.1:%d" % port for _, port in self.nodes]
+                              + ["--cluster-replicas", "0", "--cluster-yes"],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, timeout=WAIT)
+        if made.returncode != 0:
+            raise Bail("redis-cli --cluster create failed: %s" % made.stdout.decode()[-500:])
+        end = deadline()
+        while time.monotonic() < end:
+            if all(self._ok(port) for _, port in self.nodes):
+                return
+            time.sleep(POLL)
+        raise Bail("the cluster never reported cluster_state:ok")
+
+    def _ok(self, port):
+        try:
+            r = Resp(port)
+            try:
+                info = r.call("CLUSTER", "INFO")
+            finally:
+                r.close()
+        except (OSError, ConnectionError):
+            return False
+        return "cluster_state:ok" in info and "cluster_slots_ok:16384" in info
+
+    def backend_args(self):
+        return ["--redis-cluster", "127.0.0.1:%d" % self.nodes[0][1]]
+
+    def flushall(self):
+        for _, port in self.nodes:
+            r = Resp(port)
+            try:
+                r.call("FLUSHALL")
+            finally:
+                r.close()
+
+    def time_ms(self):
+        r = Resp(self.nodes[0][1])
+        try:
+            return r.time_ms()
+        finally:
+            r.close()
+
+    def stop(self):
+        for proc, _ in self.nodes:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        self.nodes = []
 
 
 # ---------------------------------------------------------------- emqd
@@ -316,8 +425,8 @@ class Emqd:
         for _ in range(1 if same_port else 5):
             if not same_port:
                 self.port = free_port()
-            argv = [self.bin, "--listen", "127.0.0.1:%d" % self.port,
-                    "--redis", "redis://127.0.0.1:%d" % self.redis.port] + self.base + self.args
+            argv = [self.bin, "--listen", "127.0.0.1:%d" % self.port] + \
+                self.redis.backend_args() + self.base + self.args
             if token is not None:
                 argv += ["--token", token]
             with open(self.log, "ab") as log:
@@ -1324,7 +1433,7 @@ class Suite:
         self.client = args.client
         self.classes = load_classes()
         self.workdir = workdir
-        self.redis = RedisServer(workdir)
+        self.redis = RedisCluster(workdir) if args.cluster else RedisServer(workdir)
         self.emqd = Emqd(workdir, self.redis)
         self.token = "conformance-token-0123456789"
         self.tls_ca = make_tls(workdir, self.emqd) if args.tls else None
@@ -1440,6 +1549,8 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--client", required=True,
                     help="c, python, node (names the driver and the error classes to expect)")
+    ap.add_argument("--cluster", action="store_true",
+                    help="run emqd on a Redis Cluster of three masters instead of one Redis")
     ap.add_argument("--only", type=lambda s: [int(n) for n in s.split(",")],
                     help="run only these checks (e.g. 1,5,14)")
     ap.add_argument("--tls", action="store_true",

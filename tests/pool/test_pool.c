@@ -192,6 +192,55 @@ Test(pool, script_call_round_trip)
     finish();
 }
 
+/* True once m's INFO replication shows a replica online (synced). */
+static bool replica_online(redisContext *m)
+{
+    redisReply *r = redisCommand(m, "INFO replication");
+    bool online = r != NULL && r->type == REDIS_REPLY_STRING && strstr(r->str, "state=online");
+    freeReplyObject(r);
+    return online;
+}
+
+/* replica-acks: a script call's reply is delivered only once WAIT says
+ * that many replicas have it. A lone Redis has none: the call fails
+ * POOL_EUNAVAILABLE (its WAIT timed out with 0); once a replica is
+ * attached and in sync, the same call answers. */
+Test(pool, replica_acks_deliver_a_reply_only_once_a_replica_has_it)
+{
+    struct pool_config cfg = config(1, 400);
+    cfg.replica_acks = 1;
+    struct keys k;
+    struct call alone = {0}, synced = {0};
+    struct pool_stats st;
+
+    open_pool(&cfg);
+    cr_assert_eq(keys_init(&k, "q", 1), 0);
+    cr_assert_eq(depth(&alone, &k, ""), 0);
+    RUN_UNTIL(alone.calls);
+    cr_assert_eq(alone.status, POOL_EUNAVAILABLE, "no replica confirmed it");
+    pool_stats(w.pool, &st);
+    cr_assert_eq(st.unacked, 1);
+
+    char port[16];
+    snprintf(port, sizeof(port), "%d", w.rs.port);
+    const char *extra[] = {"--replicaof", "127.0.0.1", port, NULL};
+    struct redis_server replica;
+    cr_assert_eq(redis_server_start(&replica, extra), 0, "cannot start the replica");
+    redisContext *m = redis_server_connect(&w.rs);
+    cr_assert_not_null(m);
+    await(replica_online(m), "the replica to be in sync");
+    redisFree(m);
+    uv_update_time(&w.loop); /* the loop did not run while the test waited */
+    cr_assert_eq(depth(&synced, &k, ""), 0);
+    RUN_UNTIL(synced.calls);
+    cr_assert_eq(synced.status, 0, "the replica confirmed it (status %d)", synced.status);
+    cr_assert_eq(synced.type, REDIS_REPLY_INTEGER);
+    pool_stats(w.pool, &st);
+    cr_assert_eq(st.unacked, 1);
+    finish();
+    redis_server_stop(&replica);
+}
+
 /* SET key to the n bytes of value through the pool, then STRLEN it:
  * asserts both answered OK and returns the length Redis holds. */
 static long long set_then_strlen(const char *key, const char *value, size_t n)
@@ -753,6 +802,24 @@ Test(pool, slot_is_the_cluster_key_slot)
     cr_assert_eq(pool_slot("123456789", 9), 12739);
     cr_assert_eq(pool_slot("", 0), 0);
     cr_assert_lt(pool_slot("mail", 4), 16384);
+}
+
+/* A whole key's slot is its hash tag's when it has one (the text between
+ * the first '{' and the first '}' after it, if not empty), else the whole
+ * key's: the cluster specification's rules and examples. */
+Test(pool, key_slot_takes_the_hash_tag_as_redis_does)
+{
+    cr_assert_eq(pool_key_slot("123456789", 9), 0x31C3);
+    cr_assert_eq(pool_key_slot("{user1000}.following", 20), pool_slot("user1000", 8));
+    cr_assert_eq(pool_key_slot("{user1000}.followers", 20), pool_slot("user1000", 8));
+    cr_assert_eq(pool_key_slot("foo{}{bar}", 10), pool_slot("foo{}{bar}", 10), "an empty tag");
+    cr_assert_eq(pool_key_slot("foo{{bar}}zap", 13), pool_slot("{bar", 4));
+    cr_assert_eq(pool_key_slot("foo{bar}{zap}", 13), pool_slot("bar", 3), "the first tag");
+    cr_assert_eq(pool_key_slot("foo{bar", 7), pool_slot("foo{bar", 7), "an unclosed tag");
+    cr_assert_eq(pool_key_slot("emq:{q}:ring", 12), pool_slot("q", 1), "a queue's keys");
+    /* Redis's own answers (CLUSTER KEYSLOT) for two plain keys. */
+    cr_assert_eq(pool_key_slot("emq:queues", 10), 8388);
+    cr_assert_eq(pool_key_slot("foo", 3), 12182);
 }
 
 /* Requests of one route run in the order submitted, though the pool has

@@ -424,3 +424,65 @@ Test(config, fsync_is_always_unless_asked_and_only_for_the_embedded_backend)
     cr_assert(strstr(err, "fsync applies to the embedded backend only") != NULL, "%s", err);
     config_deinit(&c);
 }
+
+/* redis-cluster: seed nodes as HOST:PORT, comma-separated; names, IPv4 and
+ * [IPv6]; anything else refused when read, changing nothing. */
+Test(config, redis_cluster_seeds)
+{
+    char buf[256];
+    struct config_seed s[CONFIG_SEEDS_MAX];
+    cr_assert_eq(config_parse_seeds("10.0.0.1:7000,redis-b.internal:7001,[::1]:7002,localhost:7003",
+                                    s, buf, sizeof(buf)),
+                 4);
+    cr_assert_str_eq(s[0].host, "10.0.0.1");
+    cr_assert_eq(s[0].port, 7000);
+    cr_assert_str_eq(s[1].host, "redis-b.internal");
+    cr_assert_str_eq(s[2].host, "::1");
+    cr_assert_eq(s[2].port, 7002);
+    cr_assert_str_eq(s[3].host, "127.0.0.1");
+    const char *bad[] = {"",        "10.0.0.1",       "10.0.0.1:0",     "10.0.0.1:70000",
+                         ":7000",   "10.0.0.1:7000,", "a b:7000",       "[::1:7000",
+                         "[]:7000", "host:7x",        "redis://h:7000", "h:1,,h:2"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+        cr_assert_eq(config_parse_seeds(bad[i], s, buf, sizeof(buf)), -EINVAL, "'%s'", bad[i]);
+    char many[512] = "";
+    for (int i = 0; i <= CONFIG_SEEDS_MAX; i++)
+        strcat(many, i ? ",h:1" : "h:1");
+    char big[1024];
+    cr_assert_eq(config_parse_seeds(many, s, big, sizeof(big)), -EINVAL, "more than the most");
+
+    struct config c;
+    config_defaults(&c);
+    const struct config_key *k = config_key_find("redis-cluster", 13);
+    cr_assert_not_null(k);
+    cr_assert_eq(config_set(&c, k, "127.0.0.1:7000,127.0.0.1:7001"), 0);
+    cr_assert_eq(config_set(&c, k, "127.0.0.1"), -EINVAL);
+    cr_assert_str_eq(c.redis_cluster, "127.0.0.1:7000,127.0.0.1:7001",
+                     "a refused value changes nothing");
+    config_deinit(&c);
+}
+
+/* redis-cluster and redis are exclusive; the password comes as for redis
+ * (redis-password-file); fsync is the embedded backend's only. */
+Test(config, redis_cluster_is_exclusive_with_redis_and_takes_the_password_file)
+{
+    char path[32], text[200], err[512];
+    struct config c;
+    cr_assert_eq(finish_text("redis = redis://127.0.0.1:6379\nredis-cluster = 127.0.0.1:7000\n", &c,
+                             err, sizeof(err)),
+                 -EINVAL);
+    cr_assert(strstr(err, "keep one") != NULL, "%s", err);
+    config_deinit(&c);
+    cr_assert_eq(
+        finish_text("redis-cluster = 127.0.0.1:7000\nfsync = everysec\n", &c, err, sizeof(err)),
+        -EINVAL);
+    cr_assert(strstr(err, "fsync") != NULL, "%s", err);
+    config_deinit(&c);
+    secret_file(path, "pw\n", 3);
+    snprintf(text, sizeof(text), "redis-cluster = 127.0.0.1:7000\nredis-password-file = %s\n",
+             path);
+    cr_assert_eq(finish_text(text, &c, err, sizeof(err)), 0, "%s", err);
+    cr_assert_str_eq(c.redis_password, "pw");
+    config_deinit(&c);
+    unlink(path);
+}

@@ -1,0 +1,158 @@
+/* Scenarios of the integration suite that depend on where a queue lives,
+ * run with emqd on a real Redis Cluster (issue 13), for a queue on every
+ * master: wakes between two daemons (only the wake published through the
+ * cluster can bring the job to the stream: neither daemon runs upkeep),
+ * a group's ceiling, and reaping. The ops one by one, fairness order,
+ * streams and release on disconnect run in the conformance suite on a
+ * cluster (tests/conformance/run.py --cluster, in this suite too). */
+#include <criterion/criterion.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cluster_fixture.h"
+#include "emqd_proc.h"
+#include "wait.h"
+
+static struct emqd_proc sc_a, sc_b;
+
+static void sc_teardown(void)
+{
+    emqd_kill(&sc_a);
+    emqd_kill(&sc_b);
+    cf_teardown();
+}
+
+TestSuite(cluster_scenarios, .init = cf_setup, .fini = sc_teardown, .timeout = 240);
+
+static void sc_start(struct emqd_proc *p, int seed, const char *upkeep_ms)
+{
+    char seeds[64];
+    snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", cf_cluster.node[seed].port);
+    const char *extra[] = {"--redis-cluster", seeds, "--upkeep-ms", upkeep_ms, NULL};
+    cr_assert_eq(emqd_start(p, 0, extra), 0, "emqd did not start");
+    cr_assert_eq(emqd_await_backend(p), 0, "emqd never reached the cluster");
+}
+
+static const char *jstr(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s != NULL ? s : "";
+}
+
+/* Send one request (printf-style) that must answer ok; the reply. */
+static json_t *call_ok(struct tc_conn *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static json_t *call_ok(struct tc_conn *c, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    json_t *r = tc_call(c, "%s", line);
+    cr_assert(r != NULL && tc_ok(r), "%s: %s %s", line, r ? tc_error(r) : "no reply",
+              r ? jstr(r, "message") : "");
+    return r;
+}
+
+/* Subscribers of queue q's wake channel on the whole cluster (PUBSUB
+ * NUMSUB counts a node's own). */
+static long long wake_subscribers(const char *q)
+{
+    long long n = 0;
+    for (int i = 0; i < cf_cluster.n; i++) {
+        if (cf_cluster.node[i].pid <= 0)
+            continue;
+        redisContext *c = redis_cluster_connect(&cf_cluster, i);
+        cr_assert_not_null(c);
+        redisReply *r = redisCommand(c, "PUBSUB NUMSUB emq:{%s}:wake", q);
+        cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+        n += r->element[1]->integer;
+        freeReplyObject(r);
+        redisFree(c);
+    }
+    return n;
+}
+
+Test(cluster_scenarios, a_stream_on_one_daemon_gets_jobs_enqueued_through_another)
+{
+    struct cf_queue q[REDIS_CLUSTER_NODES_MAX];
+    cf_place_queues(q, 1);
+    /* Seeded on different nodes; no upkeep pass in the test's time. */
+    sc_start(&sc_a, 0, "3600000");
+    struct tc_conn *a[REDIS_CLUSTER_NODES_MAX];
+    for (int m = 0; m < cf_cluster.masters; m++) {
+        a[m] = tc_connect(sc_a.port);
+        cr_assert_not_null(a[m]);
+        json_decref(
+            call_ok(a[m], "{\"op\":\"stream\",\"queue\":\"%s\",\"credit\":5%s}", q[m].name, ""));
+        await(wake_subscribers(q[m].name) == 1, "emqd A to listen for %s's wakes", q[m].name);
+    }
+    await(emqd_quiet(&sc_a), "emqd A to have no backend call out");
+    /* B starts once A listens (B subscribes too, to the queues the
+     * registry names, so the count would not say A's was there). */
+    sc_start(&sc_b, cf_cluster.n - 1, "3600000");
+    struct tc_conn *b = tc_connect(sc_b.port);
+    cr_assert_not_null(b);
+    for (int m = 0; m < cf_cluster.masters; m++) {
+        json_decref(call_ok(b,
+                            "{\"op\":\"enqueue\",\"queue\":\"%s\",\"group\":\"TENw\","
+                            "\"payload\":\"from-b%s\"}",
+                            q[m].name, ""));
+        json_t *p = tc_read(a[m], wait_deadline_ms(0));
+        cr_assert_not_null(p, "no push on emqd A for a job of %s enqueued through emqd B",
+                           q[m].name);
+        cr_assert_str_eq(jstr(p, "push"), "job");
+        cr_assert_str_eq(jstr(p, "payload"), "from-b");
+        json_decref(p);
+        tc_close(a[m]);
+    }
+    tc_close(b);
+}
+
+Test(cluster_scenarios, a_ceiling_holds_and_expired_leases_are_reaped_on_every_master)
+{
+    struct cf_queue q[REDIS_CLUSTER_NODES_MAX];
+    cf_place_queues(q, 1);
+    sc_start(&sc_a, 0, "100");
+    struct tc_conn *c = tc_connect(sc_a.port);
+    cr_assert_not_null(c);
+    for (int m = 0; m < cf_cluster.masters; m++) {
+        const char *name = q[m].name;
+        json_decref(call_ok(c, "{\"op\":\"limit\",\"queue\":\"%s\",\"group\":\"TENc\",\"max\":1%s}",
+                            name, ""));
+        for (int i = 0; i < 3; i++)
+            json_decref(call_ok(c, "{\"op\":\"enqueue\",\"queue\":\"%s\",\"group\":\"TENc\"%s}",
+                                name, ",\"payload\":1"));
+        /* The ceiling: one active job of the group at a time. */
+        json_t *r = call_ok(c, "{\"op\":\"claim\",\"queue\":\"%s\",\"count\":3%s}", name,
+                            ",\"lease_ms\":300");
+        json_t *jobs = json_object_get(r, "jobs");
+        cr_assert_eq(json_array_size(jobs), 1, "queue %s: the ceiling of 1 let %zu through", name,
+                     json_array_size(jobs));
+        char first[64];
+        snprintf(first, sizeof(first), "%s", jstr(json_array_get(jobs, 0), "job"));
+        json_decref(r);
+        /* Its lease runs out unsettled: the reaper (on the master that
+         * holds the queue) gives it back, and the ceiling lets one of the
+         * group's jobs through again. */
+        char state[32] = "";
+        struct wait w;
+        wait_begin(&w, 0);
+        while (strcmp(state, "pending") != 0 && wait_again(&w)) {
+            r = call_ok(c, "{\"op\":\"job\",\"queue\":\"%s\",\"job\":\"%s\"}", name, first);
+            snprintf(state, sizeof(state), "%s", jstr(json_object_get(r, "job"), "state"));
+            json_decref(r);
+        }
+        cr_assert_str_eq(state, "pending", "queue %s: the expired job %s was never reaped", name,
+                         first);
+        r = call_ok(c, "{\"op\":\"claim\",\"queue\":\"%s\",\"count\":3%s}", name,
+                    ",\"lease_ms\":60000");
+        cr_assert_eq(json_array_size(json_object_get(r, "jobs")), 1,
+                     "queue %s: after the reap the ceiling lets exactly one through", name);
+        json_decref(r);
+    }
+    tc_close(c);
+}
