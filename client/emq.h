@@ -284,6 +284,10 @@ int emq_extend(struct emq *c, struct emq_job *job, int lease_ms);
 /* Set one group's concurrency ceiling; max 0 removes it (protocol 5.12). */
 int emq_limit(struct emq *c, const char *queue, const char *group, int max);
 
+/* Set one group's weight, its jobs per turn of the ring, 1..1000; weight
+ * 0 resets it to the default, 1 (protocol 5.26, 6.12). */
+int emq_weight(struct emq *c, const char *queue, const char *group, int weight);
+
 /* Pause / resume one group (5.13, 5.14). *changed (may be NULL): whether
  * the group's paused flag changed. */
 int emq_pause(struct emq *c, const char *queue, const char *group, bool *changed);
@@ -317,7 +321,8 @@ int emq_stats(struct emq *c, const char *queue, struct emq_stats *stats);
 struct emq_group_info {
     char group[EMQ_ID_SIZE];
     long long depth, active;
-    long long limit; /* 0: no ceiling */
+    long long limit;  /* 0: no ceiling */
+    long long weight; /* jobs per turn (1 from a daemon without weights) */
     bool paused;
 };
 

@@ -29,7 +29,7 @@
 /* One group as one snapshot saw it. */
 struct top_group {
     const char *name; /* points into the snapshot's groups JSON */
-    long long depth, active, limit;
+    long long depth, active, limit, weight;
     bool paused;
     double rate; /* depth change per second; NAN without a previous snapshot */
 };
@@ -167,6 +167,10 @@ static int top_index(struct top_snap *s, const struct top_snap *prev)
         g->depth = json_integer_value(json_object_get(e, "depth"));
         g->active = json_integer_value(json_object_get(e, "active"));
         g->limit = json_is_integer(lim) ? json_integer_value(lim) : -1;
+        /* A daemon from before weights sends none: every group has 1. */
+        g->weight = json_is_integer(json_object_get(e, "weight"))
+                        ? json_integer_value(json_object_get(e, "weight"))
+                        : 1;
         g->paused = json_is_true(json_object_get(e, "paused"));
     }
     qsort(s->g, s->n, sizeof(*s->g), top_by_name);
@@ -227,18 +231,19 @@ static void top_totals(FILE *out, const struct ctl *ctl, const struct top_snap *
 }
 
 static const struct table_col top_cols[] = {
-    {"GROUP", false}, {"DEPTH", true}, {"RATE", true},
-    {"ACTIVE", true}, {"LIMIT", true}, {"PAUSED", false},
+    {"GROUP", false}, {"DEPTH", true},  {"RATE", true},    {"ACTIVE", true},
+    {"LIMIT", true},  {"WEIGHT", true}, {"PAUSED", false},
 };
 
-static void top_cells(const struct top_group *g, char bufs[4][32], const char *cells[6])
+static void top_cells(const struct top_group *g, char bufs[5][32], const char *cells[7])
 {
     cells[0] = g->name;
     cells[1] = fmt_num(bufs[0], g->depth);
     cells[2] = isnan(g->rate) ? "-" : fmt_rate(bufs[1], g->rate);
     cells[3] = fmt_num(bufs[2], g->active);
     cells[4] = g->limit < 0 ? "-" : fmt_num(bufs[3], g->limit);
-    cells[5] = g->paused ? "yes" : "no";
+    cells[5] = fmt_num(bufs[4], g->weight);
+    cells[6] = g->paused ? "yes" : "no";
 }
 
 /* The groups table, largest first, at most rows lines of groups. */
@@ -252,9 +257,9 @@ static void top_table(FILE *out, const struct ctl *ctl, const struct top_snap *s
     qsort(order, s->n, sizeof(*order), top_by_size);
     size_t shown = s->n < rows ? s->n : rows;
     struct table t;
-    char bufs[4][32];
-    const char *cells[6];
-    table_init(&t, top_cols, 6, ctl->color, out);
+    char bufs[5][32];
+    const char *cells[7];
+    table_init(&t, top_cols, 7, ctl->color, out);
     for (size_t i = 0; i < shown; i++) {
         top_cells(order[i], bufs, cells);
         table_fit(&t, cells);

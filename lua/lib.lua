@@ -3,7 +3,13 @@
 --
 -- KEYS, the same ten for every script (daemon/store/keys.c builds them):
 --   1 ring      list  the serviceable lanes, each at most once
---   2 glimit    hash  group -> ceiling (absent = no ceiling)
+--   2 glimit    hash  the lane settings: G -> G's ceiling (absent = none),
+--                     w:G -> G's weight (1..1000, absent = 1), weighted ->
+--                     how many w: fields there are (absent = none), turn ->
+--                     "G:used" while the ring head G is part-way through a
+--                     weighted turn (see the claim, lua/claim.lua). Group
+--                     ids start with three capitals and hold no ':', so
+--                     no group can name the other fields.
 --   3 paused    set   paused groups
 --   4 active    zset  job -> lease deadline (ms, server clock)
 --   5 delayed   zset  job -> due time (ms, server clock)
@@ -24,6 +30,9 @@
 -- Ring rule (ARCHITECTURE invariant 2): G is on the ring exactly when its
 -- lane is non-empty, G is not paused and gactive[G] < glimit[G]. The hot
 -- paths keep it with O(1) transition checks; admin moves use reconcile().
+-- Turn rule (invariant 6): glimit's turn field, when present, names the
+-- ring head G and a count 1 <= used < weight[G]; it is absent when no
+-- group has a weight.
 -- luacheck: push ignore 211 (some scripts use only part of the prelude)
 local PFX = ARGV[1]
 local K_RING, K_GLIMIT, K_PAUSED, K_ACTIVE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -98,6 +107,23 @@ local function serviceable(g)
   return lim == nil or gactive(g) < lim
 end
 
+-- The weighted turn in progress, from glimit's turn field: the ring head
+-- it names and how many jobs that head has had in it (nil, 0: none).
+local function turn_of(t)
+  if not t then return nil, 0 end
+  local g, used = string.match(t, '^(.+):(%d+)$')
+  return g, tonumber(used or '0')
+end
+
+-- g leaves the ring by an admin move: a turn it was part-way through is
+-- over (the turn rule: the turn names the ring head).
+local function end_turn_of(g)
+  if any_limit == nil then any_limit = call('EXISTS', K_GLIMIT) == 1 end
+  if not any_limit then return end
+  local tg = turn_of(call('HGET', K_GLIMIT, 'turn'))
+  if tg == g then call('HDEL', K_GLIMIT, 'turn') end
+end
+
 -- Admin moves: make g's ring membership match the rule. LPOS/LREM are
 -- O(ring); only limit/pause/resume/reassign/drain use this.
 local function reconcile(g)
@@ -105,6 +131,7 @@ local function reconcile(g)
   local on = call('LPOS', K_RING, g)
   if on and not want then
     call('LREM', K_RING, 0, g)
+    end_turn_of(g)
   elseif want and not on then
     ring_push(g)
   end

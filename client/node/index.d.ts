@@ -169,6 +169,8 @@ export interface GroupInfo {
   active: number;
   limit: number | null;
   paused: boolean;
+  /** Jobs per turn of the ring: 1 unless set (absent from a daemon without weights). */
+  weight?: number;
 }
 export interface GroupsPage {
   groups: GroupInfo[];
@@ -291,6 +293,8 @@ export declare class Client extends EventEmitter {
   extend(job: JobRef, leaseMs: number): Promise<number>;
   /** A ceiling; null or 0 removes it. */
   limit(queue: string, group: string, max: number | null): Promise<void>;
+  /** A group's jobs per turn of the ring, 1..1000; null resets it to 1 (PROTOCOL.md 5.26). */
+  weight(queue: string, group: string, weight: number | null): Promise<void>;
   pause(queue: string, group: string): Promise<boolean>;
   resume(queue: string, group: string): Promise<boolean>;
   /** Resolves with the source group (null: the job was ungrouped). */
@@ -332,6 +336,7 @@ export declare class Pipeline {
   release(job: JobRef, options?: { error?: string }): this;
   extend(job: JobRef, leaseMs: number): this;
   limit(queue: string, group: string, max: number | null): this;
+  weight(queue: string, group: string, weight: number | null): this;
   pause(queue: string, group: string): this;
   resume(queue: string, group: string): this;
   reassign(queue: string, job: string, group: string): this;

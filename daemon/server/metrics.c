@@ -44,7 +44,7 @@ struct metrics {
 /* One group's numbers from the groups script. */
 struct group_row {
     char name[BRAND_ID_MAX + 1];
-    long long depth, active, limit, paused;
+    long long depth, active, limit, paused, weight;
 };
 
 /* What the scrape learnt about one queue. */
@@ -175,22 +175,23 @@ static void render_jobs(struct outbuf *o, const struct scrape *sc)
 static void render_groups(struct outbuf *o, const struct scrape *sc)
 {
     static const char *const names[] = {"emqd_group_depth", "emqd_group_active", "emqd_group_limit",
-                                        "emqd_group_paused"};
+                                        "emqd_group_paused", "emqd_group_weight"};
     static const char *const help[] = {
         "Jobs waiting in the group's lane (deepest groups only).",
         "Jobs of the group leased now (deepest groups only).",
         "The group's ceiling on active jobs (groups with one; deepest groups only).",
-        "1 if the group is paused (deepest groups only)."};
+        "1 if the group is paused (deepest groups only).",
+        "The group's jobs per ring turn (deepest groups only)."};
     char q[BRAND_QUEUE_MAX * 2 + 1], g[BRAND_ID_MAX * 2 + 1];
 
-    for (size_t m = 0; m < 4; m++) {
+    for (size_t m = 0; m < sizeof(names) / sizeof(names[0]); m++) {
         family(o, names[m], "gauge", help[m]);
         for (size_t i = 0; i < sc->nreads; i++) {
             const struct queue_read *rd = &sc->reads[i];
             label(rd->q->name, q, sizeof(q));
             for (size_t j = 0; j < rd->ngroups; j++) {
                 const struct group_row *gr = &rd->groups[j];
-                long long v[] = {gr->depth, gr->active, gr->limit, gr->paused};
+                long long v[] = {gr->depth, gr->active, gr->limit, gr->paused, gr->weight};
                 if (m == 2 && gr->limit < 0)
                     continue;
                 put(o, "%s{queue=\"%s\",group=\"%s\"} %lld\n", names[m], q,
@@ -427,6 +428,7 @@ static void groups_cb(void *priv, const struct store_status *st, const struct st
             g->active = (long long)f->active;
             g->limit = f->limit;
             g->paused = f->paused;
+            g->weight = f->weight < 0 ? 1 : f->weight;
         }
         qsort(rd->groups, rd->ngroups, sizeof(*rd->groups), by_depth);
         if (rd->ngroups > keep)

@@ -457,6 +457,11 @@ export class Client extends EventEmitter {
     await this.request('limit', { queue, group, max: max === undefined ? null : max });
   }
 
+  /** A group's jobs per turn of the ring, 1..1000; null resets it to 1. */
+  async weight(queue, group, weight) {
+    await this.request('weight', { queue, group, weight: weight === undefined ? null : weight });
+  }
+
   async pause(queue, group) {
     return (await this.request('pause', { queue, group })).changed;
   }
@@ -554,7 +559,7 @@ export class Client extends EventEmitter {
 /** The ops a Pipeline can queue: every Client op. */
 export const PIPELINE_OPS = Object.freeze([
   'ping', 'enqueue', 'enqueueMany', 'claim', 'stream', 'complete', 'fail', 'release', 'extend',
-  'limit', 'pause', 'resume', 'reassign', 'drain', 'depth', 'reap', 'stats', 'groups', 'job',
+  'limit', 'weight', 'pause', 'resume', 'reassign', 'drain', 'depth', 'reap', 'stats', 'groups', 'job',
   'peek', 'remove', 'deadList', 'deadRetry', 'deadPurge', 'check', 'request',
 ]);
 

@@ -128,6 +128,7 @@ class AsyncClient:
     release = _awaited(_ops.release)
     extend = _awaited(_ops.extend)
     limit = _awaited(_ops.limit)
+    weight = _awaited(_ops.weight)
     pause = _awaited(_ops.pause)
     resume = _awaited(_ops.resume)
     reassign = _awaited(_ops.reassign)

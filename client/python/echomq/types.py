@@ -192,11 +192,14 @@ class GroupInfo:
     """Its ceiling; ``None`` without one."""
     paused: bool
     """Whether it is paused."""
+    weight: int = 1
+    """Its jobs per turn of the ring (1 unless set; 1 from a daemon without weights)."""
 
     @classmethod
     def from_wire(cls, g: Mapping[str, Any]) -> "GroupInfo":
         """Read one entry of a ``groups`` reply."""
-        return cls(str(g.get("group", "")), _int(g, "depth"), _int(g, "active"), _opt_int(g, "limit"), g.get("paused") is True)
+        return cls(str(g.get("group", "")), _int(g, "depth"), _int(g, "active"), _opt_int(g, "limit"), g.get("paused") is True,
+                   _int(g, "weight", 1))
 
 
 @dataclass(frozen=True)
