@@ -1,6 +1,6 @@
-/* emq_admin: libemq's per-group levers and inspection calls: limit, weight, pause,
- * resume, reassign, drain, depth, reap, stats, groups, job, dead, check,
- * ping (see emq.h). */
+/* emq_admin: libemq's per-group levers and inspection calls: limit,
+ * weight, rate, pause, resume, reassign, drain, depth, reap, stats, groups,
+ * job, dead, check, ping (see emq.h). */
 #include "emq_int.h"
 
 #include <stdlib.h>
@@ -64,6 +64,17 @@ int emq_limit(struct emq *c, const char *queue, const char *group, int max)
 int emq_weight(struct emq *c, const char *queue, const char *group, int weight)
 {
     return set_group(c, "weight", "weight", queue, group, weight);
+}
+
+int emq_rate(struct emq *c, const char *queue, const char *group, int max, long long per_ms)
+{
+    json_t *req = group != NULL ? group_req("rate", queue, group) : NULL;
+    if (req != NULL) {
+        json_object_set_new(req, "max", max == 0 ? json_null() : json_integer(max));
+        if (max != 0)
+            json_object_set_new(req, "per_ms", json_integer(per_ms));
+    }
+    return emq_call(c, req, NULL, 0);
 }
 
 /* pause / resume: the "changed" flag. */
@@ -171,6 +182,10 @@ static bool read_group(const json_t *o, struct emq_group_info *g)
     g->active = json_integer_value(json_object_get(o, "active"));
     g->limit = json_integer_value(limit); /* 0 for null */
     g->weight = weight != NULL ? json_integer_value(weight) : 1;
+    const json_t *rate = json_object_get(o, "rate");
+    g->rate_max = json_integer_value(json_object_get(rate, "max"));
+    g->rate_per_ms = json_integer_value(json_object_get(rate, "per_ms"));
+    g->throttled = json_is_true(json_object_get(o, "throttled"));
     g->paused = json_is_true(json_object_get(o, "paused"));
     return true;
 }

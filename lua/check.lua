@@ -128,7 +128,10 @@ local function group(g)
   if call('ZCARD', lane_key(g)) > 0 and not is_registered(g) then
     bad('groups: ' .. g .. ' has pending jobs but is not registered')
   end
-  if serviceable(g) then names[#names + 1] = g end
+  local where = placement(g)
+  if where == 'ring' then names[#names + 1] = g end
+  -- Invariant 7: held by its rate alone, it must have a due time.
+  if where == 'wait' then bad('throttled: ' .. g .. ' is held by its rate but has no due time') end
 end
 
 -- One field of glimit (lib.lua: G, w:G, weighted, turn) and its value:
@@ -148,6 +151,16 @@ local function setting(field, value)
     return nil
   end
   if field == 'turn' then return nil end
+  g = string.match(field, '^r:(.+)$')
+  if g then
+    if not spacing_of(value) then bad('glimit: the rate of ' .. g .. ' is "' .. value .. '"') end
+    return g
+  end
+  g = string.match(field, '^t:(.+)$')
+  if g then
+    if not num then bad('glimit: the TAT of ' .. g .. ' is "' .. value .. '"') end
+    return g
+  end
   if not (int_ok and num >= 1) then
     bad('glimit: the ceiling of ' .. field .. ' is "' .. value .. '", not a positive integer')
   end
@@ -168,6 +181,14 @@ local function lane_settings()
     end
     if tg and call('LINDEX', K_RING, 0) ~= tg then
       bad('glimit: turn names ' .. tg .. ', which is not the ring head')
+    end
+  end
+  -- Invariant 7 from the index's side: each throttled lane has a rate.
+  if call('ZCARD', K_THROTTLED) <= budget then
+    for _, g in ipairs(call('ZRANGE', K_THROTTLED, 0, -1)) do
+      if not call('HGET', K_GLIMIT, 'r:' .. g) then
+        bad('throttled: ' .. g .. ' is held for a rate it does not have')
+      end
     end
   end
   if call('HLEN', K_GLIMIT) > budget then return end

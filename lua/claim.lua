@@ -32,6 +32,7 @@ local max_bytes = tonumber(ARGV[5] or '0') or 0
 local by = ARGV[6]
 local bytes = 0
 local now = now_ms()
+clock_ms = now
 local deadline = now + lease_ms
 local dl = int(deadline)
 local out = {deadline}
@@ -50,9 +51,21 @@ local function serve(g)
   return true
 end
 
--- Whether g, just served, must leave the ring: empty, or at its ceiling.
-local function spent(g, lim)
-  return (lim ~= nil and gactive(g) >= lim) or call('ZCARD', lane_key(g)) == 0
+-- Whether g, just served, must leave the ring: empty, at its ceiling, or
+-- held by its rate. Under a rate of N per P ms (spacing T = P / N) this
+-- lease moves g's TAT to max(TAT, now) + T (GCRA with no burst: a lease
+-- every T ms, so never more than N in any P ms, whatever the batch size),
+-- and g may not be leased again before it: it leaves the ring, and if
+-- that is all that holds it, waits in the throttled index until then.
+local function spent(g, lim, spacing, tat)
+  local empty = call('ZCARD', lane_key(g)) == 0
+  local full = lim ~= nil and gactive(g) >= lim
+  if not spacing then return empty or full end
+  tat = math.max(tat or now, now) + spacing
+  call('HSET', K_GLIMIT, 't:' .. g, string.format('%.3f', tat))
+  if tat <= now then return empty or full end
+  if not (empty or full) then throttle(g, tat) end
+  return true
 end
 
 local function full() return max_bytes > 0 and bytes >= max_bytes end
@@ -68,7 +81,7 @@ if not f[1] then
     if not serve(g) then
       call('RPOP', K_RING) -- an empty lane on the ring breaks the ring rule; heal it
     else
-      if spent(g, glimit(g)) then call('RPOP', K_RING) end
+      if spent(g, settings(g)) then call('RPOP', K_RING) end
       if full() then break end
     end
   end
@@ -90,8 +103,8 @@ while served < n do
     head = nil
   else
     used = used + 1
-    local s = call('HMGET', K_GLIMIT, g, 'w:' .. g)
-    if spent(g, tonumber(s[1] or '')) then
+    local s = call('HMGET', K_GLIMIT, g, 'w:' .. g, 'r:' .. g, 't:' .. g)
+    if spent(g, tonumber(s[1] or ''), spacing_of(s[3]), tonumber(s[4] or '')) then
       call('LPOP', K_RING)
       head = nil
     elseif used >= (tonumber(s[2] or '') or 1) then

@@ -171,6 +171,10 @@ export interface GroupInfo {
   paused: boolean;
   /** Jobs per turn of the ring: 1 unless set (absent from a daemon without weights). */
   weight?: number;
+  /** Its rate, null without one (absent from a daemon without rates). */
+  rate?: { max: number; per_ms: number } | null;
+  /** Off the ring until its rate allows a lease. */
+  throttled?: boolean;
 }
 export interface GroupsPage {
   groups: GroupInfo[];
@@ -295,6 +299,8 @@ export declare class Client extends EventEmitter {
   limit(queue: string, group: string, max: number | null): Promise<void>;
   /** A group's jobs per turn of the ring, 1..1000; null resets it to 1 (PROTOCOL.md 5.26). */
   weight(queue: string, group: string, weight: number | null): Promise<void>;
+  /** At most max leases per perMs ms, on the backend's clock; null removes it (PROTOCOL.md 5.27). */
+  rate(queue: string, group: string, max: number | null, perMs?: number): Promise<void>;
   pause(queue: string, group: string): Promise<boolean>;
   resume(queue: string, group: string): Promise<boolean>;
   /** Resolves with the source group (null: the job was ungrouped). */
@@ -337,6 +343,7 @@ export declare class Pipeline {
   extend(job: JobRef, leaseMs: number): this;
   limit(queue: string, group: string, max: number | null): this;
   weight(queue: string, group: string, weight: number | null): this;
+  rate(queue: string, group: string, max: number | null, perMs?: number): this;
   pause(queue: string, group: string): this;
   resume(queue: string, group: string): this;
   reassign(queue: string, job: string, group: string): this;

@@ -525,6 +525,39 @@ Test(libemq, weight_steers_the_turns_and_groups_shows_it)
     emq_close(c);
 }
 
+Test(libemq, rate_holds_a_group_to_one_lease_per_spacing)
+{
+    struct emq *c = lib_conn();
+    put_pairs(c, "rat", 3);
+    assert_emq_ok(c, emq_rate(c, "rat", "TENa", 1, 60000));
+    assert_emq_err(c, emq_rate(c, "rat", "TENa", 1, 0), EMQ_EARG);
+    assert_emq_err(c, emq_rate(c, "rat", "TENa", -1, 10), EMQ_EARG);
+    struct emq_job **jobs;
+    size_t n;
+    struct emq_claim_opts co = {.count = 6, .lease_ms = 60000};
+    assert_emq_ok(c, emq_claim(c, "rat", &co, &jobs, &n));
+    const char *want[] = {"JOBa0", "JOBb0", "JOBb1", "JOBb2"};
+    cr_assert_eq(n, 4, "one lease of TENa, then TENb's three");
+    for (size_t i = 0; i < n; i++)
+        cr_assert_str_eq(jobs[i]->job, want[i], "position %zu", i);
+    emq_jobs_free(jobs, n);
+    struct emq_group_info *g = NULL;
+    char cursor[33];
+    assert_emq_ok(c, emq_groups(c, "rat", "0", 10, &g, &n, cursor));
+    for (size_t i = 0; i < n; i++) {
+        bool a = strcmp(g[i].group, "TENa") == 0;
+        cr_assert_eq(g[i].rate_max, a ? 1 : 0, "%s", g[i].group);
+        cr_assert_eq(g[i].rate_per_ms, a ? 60000 : 0);
+        cr_assert_eq(g[i].throttled, a);
+    }
+    free(g);
+    assert_emq_ok(c, emq_rate(c, "rat", "TENa", 0, 0));
+    assert_emq_ok(c, emq_claim(c, "rat", &co, &jobs, &n));
+    cr_assert_eq(n, 2, "the rate removed: TENa's other two");
+    emq_jobs_free(jobs, n);
+    emq_close(c);
+}
+
 Test(libemq, dead_list_retry_purge)
 {
     struct emq *c = lib_conn();

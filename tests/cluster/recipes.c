@@ -202,9 +202,9 @@ static bool group_numbers(const char *g, long long out[5])
     do {
         redisReply *r = cf_call(SCRIPT_GROUPS, cursor, "100", NULL);
         cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
-        cr_assert_eq((r->elements - 1) % 6, 0);
+        cr_assert_eq((r->elements - 1) % 9, 0);
         snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
-        for (size_t i = 1; i < r->elements; i += 6) {
+        for (size_t i = 1; i < r->elements; i += 9) {
             if (strcmp(r->element[i]->str, g) != 0)
                 continue;
             found = true;
@@ -324,6 +324,29 @@ static void r_weight(void)
     cr_assert_eq(fx_int(SCRIPT_WEIGHT, "TENwa", "0", NULL), 1);
     for (int i = 0; i < 4; i++)
         cf_complete(&l[i]);
+    cf_settle();
+}
+
+static void r_rate(void)
+{
+    /* One lease per 50 ms: the second job waits in the throttled index
+     * until promote returns the lane. */
+    cr_assert_eq(fx_int(SCRIPT_RATE, "TENrl", "1", "50", NULL), 1);
+    cr_assert_eq(fx_enqueue("JOBrl1", "TENrl", "{}"), 1);
+    cr_assert_eq(fx_enqueue("JOBrl2", "TENrl", "{}"), 1);
+    struct leased a = cf_claim_one(false, 60000), l[2];
+    cr_assert_str_eq(a.job, "JOBrl1");
+    cr_assert_eq(fx_claim(2, 60000, l, NULL), 0, "TENrl is held by its rate");
+    long long now = fx_now_ms();
+    fx_await_past(now + 50);
+    redisReply *r = cf_call(SCRIPT_PROMOTE, "10", NULL);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+    struct leased b = cf_claim_one(false, 60000);
+    cr_assert_str_eq(b.job, "JOBrl2");
+    cr_assert_eq(fx_int(SCRIPT_RATE, "TENrl", "0", "0", NULL), 1);
+    cf_complete(&a);
+    cf_complete(&b);
     cf_settle();
 }
 
@@ -502,6 +525,7 @@ cluster_recipe *const cluster_recipes[SCRIPT__COUNT] = {
     [SCRIPT_REAP] = r_reap,
     [SCRIPT_REAP_GROUP] = r_reap_group,
     [SCRIPT_REASSIGN] = r_reassign,
+    [SCRIPT_RATE] = r_rate,
     [SCRIPT_RECOVER] = r_recover,
     [SCRIPT_RELEASE] = r_release,
     [SCRIPT_REMOVE] = r_remove,

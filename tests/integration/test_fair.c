@@ -1,7 +1,9 @@
-/* Integration: the weight op through emqd (PROTOCOL.md 5.26, 6.12):
- * validated before the backend, pipelined on one connection in order
- * with the claims it steers, shown by groups and the metrics, and obeyed
- * by a stream. The real emqd against a real redis-server. */
+/* Integration: the weight and rate ops through emqd (PROTOCOL.md 5.26,
+ * 5.27, 6.12, 6.13): validated before the backend, pipelined on one
+ * connection in order with the claims they steer, shown by groups and the
+ * metrics, obeyed by a stream; a parked claim wakes when a lane held by
+ * its rate may be leased again. The real emqd against a real
+ * redis-server. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,14 @@
 #include "fixture.h"
 
 TestSuite(fair, .init = fx_setup, .fini = fx_teardown, .timeout = 120);
+
+/* A daemon whose regular upkeep pass comes only once a minute: a parked
+ * claim served sooner was woken by the rate's due time. */
+static void slow_upkeep(void)
+{
+    const char *const extra[] = {"--upkeep-ms", "60000", NULL};
+    fx_start(extra);
+}
 
 static void enqueue_n(struct tc_conn *c, const char *q, const char *group, int n)
 {
@@ -31,6 +41,23 @@ static void groups_of(json_t *jobs, char *out, size_t cap)
     for (size_t i = 0; i < json_array_size(jobs) && used < cap; i++)
         used += snprintf(out + used, cap - used, "%s%c", i ? "," : "",
                          jstr(json_array_get(jobs, i), "group")[3]);
+}
+
+/* Send lines (each ending in \n) in one write, then read n replies in
+ * order into out, each asserted ok. */
+static void pipeline_ok(struct tc_conn *c, const char *lines, json_t **out, int n)
+{
+    cr_assert_eq(tc_send(c, lines, strlen(lines)), 0);
+    for (int k = 0; k < n; k++) {
+        out[k] = tc_read(c, wait_deadline_ms(0));
+        assert_ok(out[k]);
+    }
+}
+
+static void free_all(json_t **r, int n)
+{
+    for (int k = 0; k < n; k++)
+        json_decref(r[k]);
 }
 
 static long long glimit_fields(const char *queue)
@@ -89,12 +116,8 @@ Test(fair, pipelined_weight_then_claim_takes_effect_in_order)
                  "{\"op\":\"claim\",\"queue\":\"%s\",\"count\":4}\n"
                  "{\"op\":\"groups\",\"queue\":\"%s\"}\n",
                  q, q, q, q, q, q);
-        cr_assert_eq(tc_send(c, lines, strlen(lines)), 0);
         json_t *r[6];
-        for (int k = 0; k < 6; k++) {
-            r[k] = tc_read(c, wait_deadline_ms(0));
-            assert_ok(r[k]);
-        }
+        pipeline_ok(c, lines, r, 6);
         groups_of(claim_jobs(r[1]), got, sizeof(got));
         cr_assert_str_eq(got, "a,a,a,b", "round %d: weight 3, then one of b", i);
         groups_of(claim_jobs(r[4]), got, sizeof(got));
@@ -107,8 +130,7 @@ Test(fair, pipelined_weight_then_claim_takes_effect_in_order)
                 cr_assert_eq(jint(g, "weight"), want, "round %d: %s's weight", i, jstr(g, "group"));
             }
         }
-        for (int k = 0; k < 6; k++)
-            json_decref(r[k]);
+        free_all(r, 6);
     }
     assert_check_clean(c, "fp0");
     tc_close(c);
@@ -155,4 +177,114 @@ Test(fair, the_metrics_show_each_groups_weight)
     tc_close(c);
     cr_assert_eq(emqd_metric(&fx_emqd, "emqd_group_weight{queue=\"fm\",group=\"TENa\"}"), 7);
     cr_assert_eq(emqd_metric(&fx_emqd, "emqd_group_weight{queue=\"fm\",group=\"TENb\"}"), 1);
+}
+
+Test(fair, bad_rates_are_refused_before_the_backend_and_write_nothing)
+{
+    struct tc_conn *c = fx_conn();
+    enqueue_n(c, "fr", "TENa", 1);
+    const char *bad[] = {
+        "\"max\":0,\"per_ms\":10",     "\"max\":1000001,\"per_ms\":10",
+        "\"max\":1,\"per_ms\":0",      "\"max\":1,\"per_ms\":86400001",
+        "\"max\":\"1\",\"per_ms\":10", "\"max\":1",
+        "\"max\":null,\"per_ms\":10",  "\"per_ms\":10",
+        "\"max\":1,\"per_ms\":1.5",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_err_free(
+            tc_call(c, "{\"op\":\"rate\",\"queue\":\"fr\",\"group\":\"TENa\",%s}", bad[i]), "EARG");
+    assert_err_free(tc_call(c, "{\"op\":\"rate\",\"queue\":\"fr\",\"group\":\"bad\",\"max\":1,"
+                               "\"per_ms\":10}"),
+                    "EBRAND");
+    cr_assert_eq(glimit_fields("fr"), 0, "a refused rate wrote nothing");
+    json_decref(OK(c, "{\"op\":\"rate\",\"queue\":\"fr\",\"group\":\"TENa\",\"max\":1000000,"
+                      "\"per_ms\":86400000}"));
+    json_decref(OK(c, "{\"op\":\"rate\",\"queue\":\"fr\",\"group\":\"TENa\",\"max\":null}"));
+    cr_assert_eq(glimit_fields("fr"), 0, "removed");
+    assert_check_clean(c, "fr");
+    tc_close(c);
+}
+
+/* rate, claim, groups, rate null, claim in one write, on fresh queues:
+ * the first claim takes one job of the rated lane; the group shows its
+ * rate and that it is held; without the rate it is served again. */
+Test(fair, pipelined_rate_then_claim_takes_effect_in_order)
+{
+    struct tc_conn *c = fx_conn();
+    char lines[2048], q[16], got[64];
+    for (int i = 0; i < 30; i++) {
+        snprintf(q, sizeof(q), "fq%d", i);
+        enqueue_n(c, q, "TENa", 4);
+        enqueue_n(c, q, "TENb", 2);
+        snprintf(lines, sizeof(lines),
+                 "{\"op\":\"rate\",\"queue\":\"%s\",\"group\":\"TENa\",\"max\":1,"
+                 "\"per_ms\":60000}\n"
+                 "{\"op\":\"claim\",\"queue\":\"%s\",\"count\":6}\n"
+                 "{\"op\":\"groups\",\"queue\":\"%s\"}\n"
+                 "{\"op\":\"rate\",\"queue\":\"%s\",\"group\":\"TENa\",\"max\":null}\n"
+                 "{\"op\":\"claim\",\"queue\":\"%s\",\"count\":6}\n",
+                 q, q, q, q, q);
+        json_t *r[5];
+        pipeline_ok(c, lines, r, 5);
+        groups_of(claim_jobs(r[1]), got, sizeof(got));
+        cr_assert_str_eq(got, "a,b,b", "round %d: one lease of the rated lane", i);
+        json_t *list = json_object_get(r[2], "groups");
+        for (size_t e = 0; e < json_array_size(list); e++) {
+            json_t *g = json_array_get(list, e);
+            bool a = strcmp(jstr(g, "group"), "TENa") == 0;
+            json_t *rt = json_object_get(g, "rate");
+            cr_assert(a ? jint(rt, "max") == 1 && jint(rt, "per_ms") == 60000 : json_is_null(rt),
+                      "round %d: %s's rate", i, jstr(g, "group"));
+            cr_assert(json_is_boolean(json_object_get(g, "throttled")));
+            cr_assert_eq(json_is_true(json_object_get(g, "throttled")), a,
+                         "round %d: only TENa is held", i);
+        }
+        groups_of(claim_jobs(r[4]), got, sizeof(got));
+        cr_assert_str_eq(got, "a,a,a", "round %d: the rate removed, TENa is served again", i);
+        free_all(r, 5);
+    }
+    assert_check_clean(c, "fq0");
+    tc_close(c);
+}
+
+/* A parked claim is answered with the rated lane's next job once its rate
+ * allows it, by the due-time message, not the regular upkeep pass (a
+ * minute here): the lease comes at least one spacing after the first. */
+Test(fair, a_parked_claim_wakes_when_the_rate_allows_the_next_lease, .init = slow_upkeep)
+{
+    struct tc_conn *c = fx_conn();
+    enqueue_n(c, "fz", "TENa", 2);
+    json_decref(
+        OK(c, "{\"op\":\"rate\",\"queue\":\"fz\",\"group\":\"TENa\",\"max\":1,\"per_ms\":400}"));
+    json_t *r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"fz\",\"count\":2,\"lease_ms\":60000}");
+    json_t *jobs = claim_jobs(r);
+    cr_assert_eq(json_array_size(jobs), 1);
+    long long first = jint(json_array_get(jobs, 0), "lease_until") - 60000;
+    json_decref(r);
+    r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"fz\",\"count\":2,\"lease_ms\":60000,"
+                   "\"wait_ms\":30000}");
+    jobs = claim_jobs(r);
+    cr_assert_eq(json_array_size(jobs), 1, "the parked claim got the second job");
+    json_t *j = json_array_get(jobs, 0);
+    cr_assert_str_eq(jstr(j, "job"), "JOBTENa-001");
+    long long second = jint(j, "lease_until") - 60000;
+    cr_assert_geq(second - first, 400, "leased %lld ms after the first", second - first);
+    cr_assert_lt(second - first, 30000, "woken by the due time, not the claim's own wait");
+    json_decref(r);
+    assert_check_clean(c, "fz");
+    tc_close(c);
+}
+
+Test(fair, the_metrics_show_each_groups_rate_and_whether_it_is_held)
+{
+    struct tc_conn *c = fx_conn();
+    enqueue_n(c, "fn", "TENa", 2);
+    json_decref(
+        OK(c, "{\"op\":\"rate\",\"queue\":\"fn\",\"group\":\"TENa\",\"max\":5,\"per_ms\":60000}"));
+    json_decref(OK(c, "{\"op\":\"claim\",\"queue\":\"fn\",\"count\":2}"));
+    tc_close(c);
+    cr_assert_eq(emqd_metric(&fx_emqd, "emqd_group_rate_max{queue=\"fn\",group=\"TENa\"}"), 5);
+    cr_assert_eq(emqd_metric(&fx_emqd, "emqd_group_rate_period_ms{queue=\"fn\",group=\"TENa\"}"),
+                 60000);
+    cr_assert_eq(emqd_metric(&fx_emqd, "emqd_group_throttled{queue=\"fn\",group=\"TENa\"}"), 1);
 }

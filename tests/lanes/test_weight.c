@@ -1,9 +1,12 @@
 /* Weighted lanes (lua/weight.lua, the weighted claim of lua/claim.lua):
  * deficit round robin on the ring. Fixed scenarios state the service order
- * in full; a reference model of the ring (weights, ceilings, pauses, batch
- * claims of any size, completions) is run against the scripts on a long
- * seeded sequence of moves and must agree on every job served and on the
- * ring after every move. */
+ * in full; a reference model of the ring (weights, ceilings, pauses, rates,
+ * batch claims of any size, completions) is run against the scripts on a
+ * long seeded sequence of moves and must agree on every job served and on
+ * the ring after every move. The model's rates are one lease a minute, so
+ * that a rated lane, once leased, is held for the rest of the sequence
+ * unless its rate is removed: what time does to rates is the subject of
+ * tests/lanes/test_rate.c. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -253,6 +256,7 @@ struct m_lane {
     int enq, next; /* jobs enqueued so far; the next to serve */
     int active, limit, weight;
     bool paused;
+    bool rated, held;     /* a rate of 1 a minute; held: leased under it */
     char leased[512][72]; /* its jobs in flight, oldest first, and their tokens */
     char tokens[512][32];
 };
@@ -262,6 +266,7 @@ struct model {
     int ring[M_LANES], nring;
     int used;           /* jobs the ring head has had in its turn */
     int served, turned; /* jobs served; of them, a turn's second or later */
+    int throttled;      /* of them, leases that put a lane under its rate */
 };
 
 static int m_depth(const struct model *m, int l)
@@ -288,7 +293,8 @@ static void m_remove_at(struct model *m, int i)
 static bool m_serviceable(const struct model *m, int l)
 {
     const struct m_lane *x = &m->lane[l];
-    return m_depth(m, l) > 0 && !x->paused && (x->limit == 0 || x->active < x->limit);
+    return m_depth(m, l) > 0 && !x->paused && (x->limit == 0 || x->active < x->limit) &&
+           !(x->rated && x->held);
 }
 
 static void m_reconcile(struct model *m, int l)
@@ -312,7 +318,11 @@ static int m_claim(struct model *m, int n, char (*ids)[72])
         m->served++;
         if (m->used++ > 0 && m->nring > 1)
             m->turned++;
-        if ((x->limit > 0 && x->active >= x->limit) || m_depth(m, l) == 0) {
+        if (x->rated) {
+            x->held = true;
+            m->throttled++;
+        }
+        if ((x->limit > 0 && x->active >= x->limit) || m_depth(m, l) == 0 || x->held) {
             m_remove_at(m, 0);
         } else if (m->used >= x->weight) {
             memmove(&m->ring[0], &m->ring[1], sizeof(int) * (size_t)(m->nring - 1));
@@ -347,7 +357,7 @@ static void step(struct model *m, unsigned *seed, int k)
     struct m_lane *x = &m->lane[l];
     char num[16], ids[16][72], st[32];
     struct leased j[16];
-    switch (rand_r(seed) % 10) {
+    switch (rand_r(seed) % 11) {
     case 0:
     case 1:
     case 2: /* enqueue a few */
@@ -384,7 +394,8 @@ static void step(struct model *m, unsigned *seed, int k)
         memmove(x->leased[0], x->leased[1], 72 * (size_t)(x->active - 1));
         memmove(x->tokens[0], x->tokens[1], 32 * (size_t)(x->active - 1));
         x->active--;
-        if (x->limit > 0 && x->active == x->limit - 1 && !x->paused && m_depth(m, l) > 0)
+        if (x->limit > 0 && x->active == x->limit - 1 && !x->paused && m_depth(m, l) > 0 &&
+            !(x->rated && x->held))
             m->ring[m->nring++] = l;
         break;
     case 7: /* weight, or reset it */
@@ -403,6 +414,12 @@ static void step(struct model *m, unsigned *seed, int k)
         snprintf(num, sizeof(num), "%d", v);
         cr_assert_eq(fx_int(SCRIPT_LIMIT, x->name, num, NULL), 1);
         x->limit = v;
+        m_reconcile(m, l);
+        break;
+    case 10: /* a rate of one lease a minute, or none */
+        x->rated = !x->rated;
+        cr_assert_eq(fx_int(SCRIPT_RATE, x->name, x->rated ? "1" : "0", "60000", NULL), 1);
+        x->held = false; /* removed, the TAT goes; set anew, there was none */
         m_reconcile(m, l);
         break;
     default: /* pause or resume */
@@ -433,7 +450,8 @@ static void run_model(unsigned seed, int moves)
     /* The sequence must have exercised what it is for: weighted turns
      * with other lanes waiting, among many jobs served. */
     cr_assert_gt(m.served, 1000, "only %d jobs served", m.served);
-    cr_assert_gt(m.turned, 100, "only %d jobs in weighted turns", m.turned);
+    cr_assert_gt(m.turned, 50, "only %d jobs in weighted turns", m.turned);
+    cr_assert_gt(m.throttled, 5, "only %d leases under a rate", m.throttled);
 }
 
 LANE_TEST(weight, the_model_agrees_on_every_job_served)

@@ -220,6 +220,20 @@ test('weight: more turns for a group, shown by groups, pipelined in order', asyn
   assert.deepEqual(await c.check(q), []);
 });
 
+test('rate: one lease of a held group, shown by groups, removed again', async () => {
+  const q = qname();
+  for (const g of ['TENa', 'TENb']) {
+    await c.enqueueMany(q, [0, 1, 2].map((n) => ({ payload: n, job: `JOB${g}${n}` })), { group: g });
+  }
+  await c.rate(q, 'TENa', 1, 60000);
+  await assert.rejects(c.rate(q, 'TENa', 1), (e) => e instanceof ArgumentError);
+  assert.deepEqual((await c.claim(q, { count: 6 })).map((j) => j.id), ['JOBTENa0', 'JOBTENb0', 'JOBTENb1', 'JOBTENb2']);
+  const held = Object.fromEntries((await c.groups(q)).groups.map((g) => [g.group, [g.rate, g.throttled]]));
+  assert.deepEqual(held, { TENa: [{ max: 1, per_ms: 60000 }, true], TENb: [null, false] });
+  await c.rate(q, 'TENa', null);
+  assert.deepEqual((await c.claim(q, { count: 6 })).map((j) => j.id), ['JOBTENa1', 'JOBTENa2']);
+});
+
 test('peek pages in service order; remove deletes a pending or delayed job; drain the flat set', async () => {
   const q = qname();
   await c.enqueueMany(q, [3, 1, 2].map((n) => ({ payload: n, job: `JOBk${n}` })), { group: 'TENacme' });

@@ -153,6 +153,21 @@ def test_peek_remove_and_the_flat_drain(client: Client, other: Client, queue: st
     assert client.check(queue) == []
 
 
+def test_rate_holds_a_group_to_its_leases(client: Client, other: Client, queue: str) -> None:
+    for i in range(3):
+        client.enqueue(queue, i, group="TENa", job=f"JOBa{i}")
+        client.enqueue(queue, i, group="TENb", job=f"JOBb{i}")
+    assert client.rate(queue, "TENa", 1, 60000) is None
+    with pytest.raises(echomq.ArgumentError):
+        client.rate(queue, "TENa", 1)
+    assert [j.job for j in client.claim(queue, 6)] == ["JOBa0", "JOBb0", "JOBb1", "JOBb2"]
+    held = {g.group: (g.rate_max, g.rate_per_ms, g.throttled) for g in other.groups(queue).groups}
+    assert held == {"TENa": (1, 60000, True), "TENb": (None, None, False)}
+    client.rate(queue, "TENa", None)
+    assert [j.job for j in client.claim(queue, 6)] == ["JOBa1", "JOBa2"]
+    assert client.check(queue) == []
+
+
 def test_weight_gives_a_group_more_turns(client: Client, other: Client, queue: str) -> None:
     for i in range(4):
         client.enqueue(queue, i, group="TENa", job=f"JOBa{i}")
