@@ -103,6 +103,21 @@ LANE_TEST(weight, pausing_the_head_mid_turn_ends_its_turn)
     cr_assert_str_eq(got, "b,a,a,a,a,a,b", "a comes back with a whole turn, behind b");
 }
 
+LANE_TEST(weight, a_lane_paused_alone_mid_turn_comes_back_with_a_whole_turn)
+{
+    enqueue_n("TENa", 0, 10);
+    weight("TENa", "3");
+    char got[256];
+    claim_groups(2, false, got, sizeof(got));
+    cr_assert_str_eq(got, "a,a");
+    cr_assert_eq(fx_int(SCRIPT_PAUSE, "TENa", NULL), 1);
+    fx_assert_invariants(&fx_q); /* the turn went with the lane */
+    cr_assert_eq(fx_int(SCRIPT_RESUME, "TENa", NULL), 1);
+    enqueue_n("TENb", 0, 5);
+    claim_groups(5, false, got, sizeof(got));
+    cr_assert_str_eq(got, "a,a,a,b,a", "back at the head, a has a whole turn of 3");
+}
+
 LANE_TEST(weight, a_ceiling_ends_a_turn_and_the_completion_returns_the_lane)
 {
     enqueue_n("TENa", 0, 20);
