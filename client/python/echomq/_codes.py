@@ -18,4 +18,5 @@ CODES = {
     'EINTERNAL': (14, 'internal error', 'InternalError'),
     'ELIMIT': (15, 'limit reached', 'LimitError'),
     'EFULL': (16, 'the store is full', 'FullError'),
+    'EPERM': (17, 'not permitted for this token', 'PermissionDeniedError'),
 }
