@@ -295,6 +295,14 @@ int emq_extend(struct emq *c, struct emq_job *job, int lease_ms);
 /* Set one group's concurrency ceiling; max 0 removes it (protocol 5.12). */
 int emq_limit(struct emq *c, const char *queue, const char *group, int max);
 
+/* Set one group's weight, its jobs per turn of the ring, 1..1000; weight
+ * 0 resets it to the default, 1 (protocol 5.26, 6.12). */
+int emq_weight(struct emq *c, const char *queue, const char *group, int weight);
+
+/* Set one group's rate: at most max leases per per_ms ms (max 1..1000000,
+ * per_ms 1..86400000); max 0 removes it (protocol 5.27, 6.13). */
+int emq_rate(struct emq *c, const char *queue, const char *group, int max, long long per_ms);
+
 /* Pause / resume one group (5.13, 5.14). *changed (may be NULL): whether
  * the group's paused flag changed. */
 int emq_pause(struct emq *c, const char *queue, const char *group, bool *changed);
@@ -328,8 +336,11 @@ int emq_stats(struct emq *c, const char *queue, struct emq_stats *stats);
 struct emq_group_info {
     char group[EMQ_ID_SIZE];
     long long depth, active;
-    long long limit; /* 0: no ceiling */
+    long long limit;                 /* 0: no ceiling */
+    long long weight;                /* jobs per turn (1 from a daemon without weights) */
+    long long rate_max, rate_per_ms; /* its rate; 0 when it has none */
     bool paused;
+    bool throttled; /* off the ring until its rate allows a lease */
 };
 
 /* One page of the group registry (5.20). cursor NULL or "0" starts; count

@@ -1,6 +1,6 @@
-/* emq_admin: libemq's per-group levers and inspection calls: limit, pause,
- * resume, reassign, drain, depth, reap, stats, groups, job, dead, check,
- * ping (see emq.h). */
+/* emq_admin: libemq's per-group levers and inspection calls: limit,
+ * weight, rate, pause, resume, reassign, drain, depth, reap, stats, groups,
+ * job, dead, check, ping (see emq.h). */
 #include "emq_int.h"
 
 #include <stdlib.h>
@@ -46,11 +46,34 @@ static int call_take(struct emq *c, json_t *req, const char *key, json_type type
     return rc;
 }
 
+/* A group setting (limit, weight): arg = n, or null for n 0. */
+static int set_group(struct emq *c, const char *op, const char *arg, const char *queue,
+                     const char *group, int n)
+{
+    json_t *req = group != NULL ? group_req(op, queue, group) : NULL;
+    if (req != NULL)
+        json_object_set_new(req, arg, n == 0 ? json_null() : json_integer(n));
+    return emq_call(c, req, NULL, 0);
+}
+
 int emq_limit(struct emq *c, const char *queue, const char *group, int max)
 {
-    json_t *req = group != NULL ? group_req("limit", queue, group) : NULL;
-    if (req != NULL)
+    return set_group(c, "limit", "max", queue, group, max);
+}
+
+int emq_weight(struct emq *c, const char *queue, const char *group, int weight)
+{
+    return set_group(c, "weight", "weight", queue, group, weight);
+}
+
+int emq_rate(struct emq *c, const char *queue, const char *group, int max, long long per_ms)
+{
+    json_t *req = group != NULL ? group_req("rate", queue, group) : NULL;
+    if (req != NULL) {
         json_object_set_new(req, "max", max == 0 ? json_null() : json_integer(max));
+        if (max != 0)
+            json_object_set_new(req, "per_ms", json_integer(per_ms));
+    }
     return emq_call(c, req, NULL, 0);
 }
 
@@ -146,8 +169,9 @@ int emq_stats(struct emq *c, const char *queue, struct emq_stats *stats)
 static bool read_group(const json_t *o, struct emq_group_info *g)
 {
     const char *name = json_string_value(json_object_get(o, "group"));
-    const json_t *limit = json_object_get(o, "limit");
+    const json_t *limit = json_object_get(o, "limit"), *weight = json_object_get(o, "weight");
     if (name == NULL || strlen(name) >= EMQ_ID_SIZE ||
+        !(weight == NULL || json_is_integer(weight)) ||
         !json_is_integer(json_object_get(o, "depth")) ||
         !json_is_integer(json_object_get(o, "active")) ||
         !(json_is_null(limit) || json_is_integer(limit)) ||
@@ -157,6 +181,11 @@ static bool read_group(const json_t *o, struct emq_group_info *g)
     g->depth = json_integer_value(json_object_get(o, "depth"));
     g->active = json_integer_value(json_object_get(o, "active"));
     g->limit = json_integer_value(limit); /* 0 for null */
+    g->weight = weight != NULL ? json_integer_value(weight) : 1;
+    const json_t *rate = json_object_get(o, "rate");
+    g->rate_max = json_integer_value(json_object_get(rate, "max"));
+    g->rate_per_ms = json_integer_value(json_object_get(rate, "per_ms"));
+    g->throttled = json_is_true(json_object_get(o, "throttled"));
     g->paused = json_is_true(json_object_get(o, "paused"));
     return true;
 }

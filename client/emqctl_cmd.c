@@ -68,31 +68,49 @@ static int cmd_stats(struct ctl *ctl)
 }
 
 static const struct table_col group_cols[] = {
-    {"GROUP", false}, {"DEPTH", true}, {"ACTIVE", true}, {"LIMIT", true}, {"PAUSED", false},
+    {"GROUP", false}, {"DEPTH", true}, {"ACTIVE", true},  {"LIMIT", true},
+    {"WEIGHT", true}, {"RATE", true},  {"PAUSED", false},
 };
 
-/* The cells of one group entry of a `groups` page; bufs holds 3x32 bytes. */
-static void cmd_group_cells(const json_t *g, char bufs[3][32], const char *cells[5])
+/* A group's rate as a cell: "5/1000ms", "5/1000ms held" while it is off
+ * the ring for it, "-" without one. */
+static const char *cmd_rate_cell(const json_t *g, char buf[64])
 {
+    const json_t *rate = json_object_get(g, "rate");
+    if (!json_is_object(rate))
+        return "-";
+    snprintf(buf, 64, "%lld/%lldms%s", (long long)cmd_int(rate, "max"),
+             (long long)cmd_int(rate, "per_ms"),
+             json_is_true(json_object_get(g, "throttled")) ? " held" : "");
+    return buf;
+}
+
+/* The cells of one group entry of a `groups` page; bufs holds 4x32 bytes,
+ * rate 64. A daemon from before weights sends none: every group has 1. */
+static void cmd_group_cells(const json_t *g, char bufs[4][32], char rate[64], const char *cells[7])
+{
+    const json_t *weight = json_object_get(g, "weight");
     const json_t *limit = json_object_get(g, "limit");
     cells[0] = json_string_value(json_object_get(g, "group"));
     cells[0] = cells[0] != NULL ? cells[0] : "?";
     cells[1] = fmt_num(bufs[0], cmd_int(g, "depth"));
     cells[2] = fmt_num(bufs[1], cmd_int(g, "active"));
     cells[3] = json_is_integer(limit) ? fmt_num(bufs[2], json_integer_value(limit)) : "-";
-    cells[4] = json_is_true(json_object_get(g, "paused")) ? "yes" : "no";
+    cells[4] = fmt_num(bufs[3], json_is_integer(weight) ? json_integer_value(weight) : 1);
+    cells[5] = cmd_rate_cell(g, rate);
+    cells[6] = json_is_true(json_object_get(g, "paused")) ? "yes" : "no";
 }
 
 /* Print one page's rows (at most *left; counts them down). */
 static void cmd_groups_page(struct table *t, const json_t *list, bool *header, long long *left)
 {
-    char bufs[3][32];
-    const char *cells[5];
+    char bufs[4][32], rate[64];
+    const char *cells[7];
     size_t n = json_array_size(list);
     if ((long long)n > *left)
         n = (size_t)*left;
     for (size_t i = 0; i < n; i++) {
-        cmd_group_cells(json_array_get(list, i), bufs, cells);
+        cmd_group_cells(json_array_get(list, i), bufs, rate, cells);
         table_fit(t, cells);
     }
     if (!*header) {
@@ -100,7 +118,7 @@ static void cmd_groups_page(struct table *t, const json_t *list, bool *header, l
         *header = true;
     }
     for (size_t i = 0; i < n; i++) {
-        cmd_group_cells(json_array_get(list, i), bufs, cells);
+        cmd_group_cells(json_array_get(list, i), bufs, rate, cells);
         table_row(t, cells, strcmp(cells[4], "yes") == 0);
     }
     *left -= (long long)n;
@@ -113,7 +131,7 @@ static int cmd_groups(struct ctl *ctl)
     long long page = ctl->opt[CTL_O_PAGE] ? ctl->num[CTL_O_PAGE] : 100;
     left = left < 0 ? (long long)(~0ULL >> 1) : left;
     struct table t;
-    table_init(&t, group_cols, 5, ctl->color, stdout);
+    table_init(&t, group_cols, 7, ctl->color, stdout);
     bool header = false, rows = false;
     char cursor[40] = "0";
     int rc = 0;
@@ -152,23 +170,70 @@ static int cmd_depth(struct ctl *ctl)
     return rc;
 }
 
-static int cmd_limit(struct ctl *ctl)
+/* limit and weight: GROUP N|none; none (or 0) removes the setting. */
+static int cmd_setting(struct ctl *ctl, const char *op, const char *arg, long long lo, long long hi,
+                       const char *none_text)
 {
-    long long max = 0;
+    long long n = 0;
     bool none = strcmp(ctl->pos[2], "none") == 0;
-    if (!none && ctl_parse_int(ctl->pos[2], 0, 1000000, &max) != 0)
-        return ctl_usage_error(ctl, "the limit must be 0..1000000 or none, not \"%s\"",
+    if (!none && (ctl_parse_int(ctl->pos[2], lo, hi, &n) != 0))
+        return ctl_usage_error(ctl, "the %s must be %lld..%lld or none, not \"%s\"", op, lo, hi,
                                ctl->pos[2]);
-    json_t *req = ctl_req("limit", QUEUE(ctl)), *reply;
+    json_t *req = ctl_req(op, QUEUE(ctl)), *reply;
     json_object_set_new(req, "group", json_string(ctl->pos[1]));
-    json_object_set_new(req, "max", none ? json_null() : json_integer(max));
+    json_object_set_new(req, arg, none || n == 0 ? json_null() : json_integer(n));
     int rc = cmd_send(ctl, req, &reply);
     if (rc == 0 && !ctl->json) {
-        char n[32];
-        if (none || max == 0)
-            printf("%s: no limit\n", ctl->pos[1]);
+        char buf[32];
+        if (none || n == 0)
+            printf("%s: %s\n", ctl->pos[1], none_text);
         else
-            printf("%s: limit %s\n", ctl->pos[1], fmt_num(n, max));
+            printf("%s: %s %s\n", ctl->pos[1], op, fmt_num(buf, n));
+    }
+    json_decref(reply);
+    return rc;
+}
+
+static int cmd_limit(struct ctl *ctl)
+{
+    return cmd_setting(ctl, "limit", "max", 0, 1000000, "no limit");
+}
+
+static int cmd_weight(struct ctl *ctl)
+{
+    return cmd_setting(ctl, "weight", "weight", 0, 1000, "weight 1 (the default)");
+}
+
+/* rate GROUP N/PER_MS|none: at most N leases per PER_MS ms. */
+static int cmd_rate(struct ctl *ctl)
+{
+    long long max = 0, per = 0;
+    bool none = strcmp(ctl->pos[2], "none") == 0;
+    if (!none) {
+        char buf[64];
+        const char *slash = strchr(ctl->pos[2], '/');
+        size_t len = slash ? (size_t)(slash - ctl->pos[2]) : 0;
+        if (len > 0 && len < sizeof(buf))
+            memcpy(buf, ctl->pos[2], len);
+        buf[len < sizeof(buf) ? len : 0] = '\0';
+        if (len == 0 || len >= sizeof(buf) || ctl_parse_int(buf, 1, 1000000, &max) != 0 ||
+            ctl_parse_int(slash + 1, 1, 86400000, &per) != 0)
+            return ctl_usage_error(ctl,
+                                   "the rate must be N/PER_MS (1..1000000 per 1..86400000 ms) "
+                                   "or none, not \"%s\"",
+                                   ctl->pos[2]);
+    }
+    json_t *req = ctl_req("rate", QUEUE(ctl)), *reply;
+    json_object_set_new(req, "group", json_string(ctl->pos[1]));
+    json_object_set_new(req, "max", none ? json_null() : json_integer(max));
+    if (!none)
+        json_object_set_new(req, "per_ms", json_integer(per));
+    int rc = cmd_send(ctl, req, &reply);
+    if (rc == 0 && !ctl->json) {
+        if (none)
+            printf("%s: no rate\n", ctl->pos[1]);
+        else
+            printf("%s: rate %lld per %lld ms\n", ctl->pos[1], max, per);
     }
     json_decref(reply);
     return rc;
@@ -467,7 +532,7 @@ const struct ctl_cmd ctl_cmd_table[] = {
     {"ping", "", "check that emqd answers (prints pong)", NULL, 0, 0, 0, false, cmd_ping},
     {"stats", "QUEUE", "queue-wide totals: pending, active, delayed, dead, groups...", NULL, 1, 1,
      0, false, cmd_stats},
-    {"groups", "QUEUE", "the groups table: depth, active, limit, paused",
+    {"groups", "QUEUE", "the groups table: depth, active, limit, weight, rate, paused",
      "Fetches the group registry page by page and prints each page as it comes.\n"
      "Under --json, prints each page's reply as one line.\n",
      1, 1, CTL_F(CTL_O_LIMIT) | CTL_F(CTL_O_PAGE), false, cmd_groups},
@@ -475,6 +540,12 @@ const struct ctl_cmd ctl_cmd_table[] = {
      1, 2, 0, false, cmd_depth},
     {"limit", "QUEUE GROUP N|none", "set a group's concurrency ceiling (none or 0 removes it)",
      NULL, 3, 3, 0, false, cmd_limit},
+    {"weight", "QUEUE GROUP N|none",
+     "set a group's weight, its jobs per turn, 1..1000 (none or 0 resets it to 1)", NULL, 3, 3, 0,
+     false, cmd_weight},
+    {"rate", "QUEUE GROUP N/PER_MS|none",
+     "hold a group to at most N leases per PER_MS ms (none removes it)", NULL, 3, 3, 0, false,
+     cmd_rate},
     {"pause", "QUEUE GROUP", "stop serving a group (its jobs stay)", NULL, 2, 2, 0, false,
      cmd_pause},
     {"resume", "QUEUE GROUP", "serve a paused group again", NULL, 2, 2, 0, false, cmd_resume},

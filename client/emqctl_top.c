@@ -29,8 +29,9 @@
 /* One group as one snapshot saw it. */
 struct top_group {
     const char *name; /* points into the snapshot's groups JSON */
-    long long depth, active, limit;
-    bool paused;
+    long long depth, active, limit, weight;
+    long long rate_max, rate_per_ms; /* -1: no rate */
+    bool paused, throttled;
     double rate; /* depth change per second; NAN without a previous snapshot */
 };
 
@@ -167,7 +168,15 @@ static int top_index(struct top_snap *s, const struct top_snap *prev)
         g->depth = json_integer_value(json_object_get(e, "depth"));
         g->active = json_integer_value(json_object_get(e, "active"));
         g->limit = json_is_integer(lim) ? json_integer_value(lim) : -1;
+        /* A daemon from before weights sends none: every group has 1. */
+        g->weight = json_is_integer(json_object_get(e, "weight"))
+                        ? json_integer_value(json_object_get(e, "weight"))
+                        : 1;
         g->paused = json_is_true(json_object_get(e, "paused"));
+        const json_t *rate = json_object_get(e, "rate");
+        g->rate_max = json_is_object(rate) ? json_integer_value(json_object_get(rate, "max")) : -1;
+        g->rate_per_ms = json_integer_value(json_object_get(rate, "per_ms"));
+        g->throttled = json_is_true(json_object_get(e, "throttled"));
     }
     qsort(s->g, s->n, sizeof(*s->g), top_by_name);
     double dt = prev->stats != NULL ? s->t - prev->t : 0;
@@ -227,18 +236,27 @@ static void top_totals(FILE *out, const struct ctl *ctl, const struct top_snap *
 }
 
 static const struct table_col top_cols[] = {
-    {"GROUP", false}, {"DEPTH", true}, {"RATE", true},
-    {"ACTIVE", true}, {"LIMIT", true}, {"PAUSED", false},
+    {"GROUP", false}, {"DEPTH", true},  {"RATE", true},   {"ACTIVE", true},
+    {"LIMIT", true},  {"WEIGHT", true}, {"LEASES", true}, {"PAUSED", false},
 };
 
-static void top_cells(const struct top_group *g, char bufs[4][32], const char *cells[6])
+/* bufs holds 5 x 32 bytes, lim 64 (the rate limit: "5/1000ms", and
+ * " held" while the group is off the ring for it). RATE is the depth's
+ * rate of change; LEASES the group's rate limit. */
+static void top_cells(const struct top_group *g, char bufs[5][32], char lim[64],
+                      const char *cells[8])
 {
     cells[0] = g->name;
     cells[1] = fmt_num(bufs[0], g->depth);
     cells[2] = isnan(g->rate) ? "-" : fmt_rate(bufs[1], g->rate);
     cells[3] = fmt_num(bufs[2], g->active);
     cells[4] = g->limit < 0 ? "-" : fmt_num(bufs[3], g->limit);
-    cells[5] = g->paused ? "yes" : "no";
+    cells[5] = fmt_num(bufs[4], g->weight);
+    if (g->rate_max >= 0)
+        snprintf(lim, 64, "%lld/%lldms%s", g->rate_max, g->rate_per_ms,
+                 g->throttled ? " held" : "");
+    cells[6] = g->rate_max < 0 ? "-" : lim;
+    cells[7] = g->paused ? "yes" : "no";
 }
 
 /* The groups table, largest first, at most rows lines of groups. */
@@ -252,16 +270,16 @@ static void top_table(FILE *out, const struct ctl *ctl, const struct top_snap *s
     qsort(order, s->n, sizeof(*order), top_by_size);
     size_t shown = s->n < rows ? s->n : rows;
     struct table t;
-    char bufs[4][32];
-    const char *cells[6];
-    table_init(&t, top_cols, 6, ctl->color, out);
+    char bufs[5][32], lim[64];
+    const char *cells[8];
+    table_init(&t, top_cols, 8, ctl->color, out);
     for (size_t i = 0; i < shown; i++) {
-        top_cells(order[i], bufs, cells);
+        top_cells(order[i], bufs, lim, cells);
         table_fit(&t, cells);
     }
     table_header(&t);
     for (size_t i = 0; i < shown; i++) {
-        top_cells(order[i], bufs, cells);
+        top_cells(order[i], bufs, lim, cells);
         table_row(&t, cells, order[i]->paused);
     }
     if (shown < s->n)

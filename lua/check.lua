@@ -18,9 +18,10 @@
 --           index.
 --   flat    pending, active, delayed and dead, paged by index: each member
 --           checked against its row; no list.
---   sets    SSCAN of groups, then of paused, then HSCAN of glimit; no
---           list. Names every registered group, and the paused or limited
---           groups that are not registered.
+--   sets    SSCAN of groups, then of paused, then HSCAN of glimit (each
+--           setting's value checked; first, the weighted turn, invariant
+--           7); no list. Names every registered group, and the paused,
+--           limited or weighted groups that are not registered.
 --   groups  a list of groups: each one's registration, and every member of
 --           its lane and of its lease index against its row. Names the
 --           ones that are serviceable.
@@ -127,7 +128,77 @@ local function group(g)
   if call('ZCARD', lane_key(g)) > 0 and not is_registered(g) then
     bad('groups: ' .. g .. ' has pending jobs but is not registered')
   end
-  if serviceable(g) then names[#names + 1] = g end
+  local where = placement(g)
+  if where == 'ring' then names[#names + 1] = g end
+  -- Invariant 7: held by its rate alone, it must have a due time.
+  if where == 'wait' then bad('throttled: ' .. g .. ' is held by its rate but has no due time') end
+end
+
+-- One field of glimit (lib.lua: G, w:G, weighted, turn) and its value:
+-- returns the group it is about, if any.
+local function setting(field, value)
+  local num = tonumber(value)
+  local int_ok = num ~= nil and num == math.floor(num)
+  local g = string.match(field, '^w:(.+)$')
+  if g then
+    if not (int_ok and num >= 1 and num <= 1000) then
+      bad('glimit: the weight of ' .. g .. ' is "' .. value .. '", not 1..1000')
+    end
+    return g
+  end
+  if field == 'weighted' then
+    if not (int_ok and num >= 1) then bad('glimit: weighted is "' .. value .. '"') end
+    return nil
+  end
+  if field == 'turn' then return nil end
+  g = string.match(field, '^r:(.+)$')
+  if g then
+    if not spacing_of(value) then bad('glimit: the rate of ' .. g .. ' is "' .. value .. '"') end
+    return g
+  end
+  g = string.match(field, '^t:(.+)$')
+  if g then
+    if not num then bad('glimit: the TAT of ' .. g .. ' is "' .. value .. '"') end
+    return g
+  end
+  if not (int_ok and num >= 1) then
+    bad('glimit: the ceiling of ' .. field .. ' is "' .. value .. '", not a positive integer')
+  end
+  return field
+end
+
+-- Invariant 7, the weighted turn: glimit's turn names the ring head and a
+-- count below its weight, and weighted counts the w: fields (HLEN bounds
+-- the count; the check counts them only when the hash is small enough for
+-- one budget).
+local function lane_settings()
+  local f = call('HMGET', K_GLIMIT, 'weighted', 'turn')
+  if f[2] then
+    local tg, used = turn_of(f[2])
+    local w = tonumber(call('HGET', K_GLIMIT, 'w:' .. (tg or '')) or '1')
+    if not tg or used < 1 or used >= w then
+      bad('glimit: turn "' .. f[2] .. '" is not a weighted turn part-way through')
+    end
+    if tg and call('LINDEX', K_RING, 0) ~= tg then
+      bad('glimit: turn names ' .. tg .. ', which is not the ring head')
+    end
+  end
+  -- Invariant 7 from the index's side: each throttled lane has a rate.
+  if call('ZCARD', K_THROTTLED) <= budget then
+    for _, g in ipairs(call('ZRANGE', K_THROTTLED, 0, -1)) do
+      if not call('HGET', K_GLIMIT, 'r:' .. g) then
+        bad('throttled: ' .. g .. ' is held for a rate it does not have')
+      end
+    end
+  end
+  if call('HLEN', K_GLIMIT) > budget then return end
+  local seen = 0
+  for _, field in ipairs(call('HKEYS', K_GLIMIT)) do
+    if string.sub(field, 1, 2) == 'w:' then seen = seen + 1 end
+  end
+  if seen ~= tonumber(f[1] or '0') then
+    bad('glimit: weighted is ' .. (f[1] or 'absent') .. ' but ' .. seen .. ' weights are set')
+  end
 end
 
 -- A cursor is numbers joined with ':'.
@@ -185,9 +256,11 @@ if step == 'sets' then
   if c == '' then c = '0' end
   local r
   if k == 3 then
+    if c == '0' then lane_settings() end
     r = call('HSCAN', K_GLIMIT, c, 'COUNT', budget)
     for j = 1, #r[2], 2 do
-      if not is_registered(r[2][j]) then names[#names + 1] = r[2][j] end
+      local g = setting(r[2][j], r[2][j + 1])
+      if g and not is_registered(g) then names[#names + 1] = g end
     end
   else
     r = call('SSCAN', k == 1 and K_GROUPS or K_PAUSED, c, 'COUNT', budget)

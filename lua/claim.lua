@@ -16,6 +16,13 @@
 -- tail and its head job is leased. If that left the lane empty or at its
 -- ceiling, the lane is the tail and RPOP removes it: O(1), no ring scan.
 -- Every turn either serves a job or removes a lane, so the loop ends.
+--
+-- With weights (any w: field in glimit), a turn is deficit round robin on
+-- the ring (docs/ARCHITECTURE.md, "Weighted lanes"): the head lane G is
+-- served without moving until it has had weight[G] jobs in this turn, then
+-- LMOVE sends it to the tail; a lane that empties or reaches its ceiling
+-- is the head, and LPOP removes it. A turn may span claims: glimit's turn
+-- field carries "G:used" from one call to the next. Still O(1) per job.
 local n, lease_ms = tonumber(ARGV[2]), tonumber(ARGV[3])
 if not n or n < 1 or not lease_ms or lease_ms < 1 then
   return redis.error_reply('EARG count and lease_ms must be positive')
@@ -25,31 +32,94 @@ local max_bytes = tonumber(ARGV[5] or '0') or 0
 local by = ARGV[6]
 local bytes = 0
 local now = now_ms()
+clock_ms = now
 local deadline = now + lease_ms
 local dl = int(deadline)
 local out = {deadline}
 if call('LLEN', K_RING) == 0 then return out end
 local tok = call('INCRBY', K_SEQ, int(n)) - n
 local served = 0
-while served < n do
-  local g = call('LMOVE', K_RING, K_RING, 'LEFT', 'RIGHT')
-  if not g then break end
-  local lane = lane_key(g)
-  local head = call('ZPOPMIN', lane)
-  if #head == 0 then
-    -- An empty lane on the ring breaks the ring rule; heal it and go on.
-    call('RPOP', K_RING)
-  else
-    local id = head[1]
-    served = served + 1
-    local job = lease(id, g, dl, token(tok + served, now), now, by)
-    for i = 1, width do out[#out + 1] = job[i] end
-    local lim = glimit(g)
-    if (lim ~= nil and gactive(g) >= lim) or call('ZCARD', lane) == 0 then
-      call('RPOP', K_RING)
+
+-- Lease lane g's head job into out; false when the lane was empty.
+local function serve(g)
+  local head = call('ZPOPMIN', lane_key(g))
+  if #head == 0 then return false end
+  served = served + 1
+  local job = lease(head[1], g, dl, token(tok + served, now), now, by)
+  for i = 1, width do out[#out + 1] = job[i] end
+  bytes = bytes + #job[3]
+  return true
+end
+
+-- Whether g, just served, must leave the ring: empty, at its ceiling, or
+-- held by its rate. Under a rate of N per P ms (spacing T = P / N) this
+-- lease moves g's TAT to max(TAT, now) + T (GCRA with no burst: a lease
+-- every T ms, so never more than N in any P ms, whatever the batch size),
+-- and g may not be leased again before it: it leaves the ring, and if
+-- that is all that holds it, waits in the throttled index until then.
+local function spent(g, lim, spacing, tat)
+  local empty = call('ZCARD', lane_key(g)) == 0
+  local full = lim ~= nil and gactive(g) >= lim
+  if not spacing then return empty or full end
+  tat = math.max(tat or now, now) + spacing
+  call('HSET', K_GLIMIT, 't:' .. g, string.format('%.3f', tat))
+  if tat <= now then return empty or full end
+  if not (empty or full) then throttle(g, tat) end
+  return true
+end
+
+local function full() return max_bytes > 0 and bytes >= max_bytes end
+
+-- One HMGET per call, and only when glimit exists (which glimit() reads
+-- anyway): a queue with no setting at all pays nothing for weights.
+if any_limit == nil then any_limit = call('EXISTS', K_GLIMIT) == 1 end
+local f = any_limit and call('HMGET', K_GLIMIT, 'weighted', 'turn') or {}
+if not f[1] then
+  while served < n do
+    local g = call('LMOVE', K_RING, K_RING, 'LEFT', 'RIGHT')
+    if not g then break end
+    if not serve(g) then
+      call('RPOP', K_RING) -- an empty lane on the ring breaks the ring rule; heal it
+    else
+      if spent(g, settings(g)) then call('RPOP', K_RING) end
+      if full() then break end
     end
-    bytes = bytes + #job[3]
-    if max_bytes > 0 and bytes >= max_bytes then break end
+  end
+  return out
+end
+
+local tg, tused = turn_of(f[2])
+local head, used
+while served < n do
+  if not head then
+    head = call('LINDEX', K_RING, 0)
+    if not head then break end
+    used = head == tg and tused or 0
+    tg = nil -- a turn carried over applies to the first head only
+  end
+  local g = head
+  if not serve(g) then
+    call('LPOP', K_RING)
+    head = nil
+  else
+    used = used + 1
+    local s = call('HMGET', K_GLIMIT, g, 'w:' .. g, 'r:' .. g, 't:' .. g)
+    if spent(g, tonumber(s[1] or ''), spacing_of(s[3]), tonumber(s[4] or '')) then
+      call('LPOP', K_RING)
+      head = nil
+    elseif used >= (tonumber(s[2] or '') or 1) then
+      call('LMOVE', K_RING, K_RING, 'LEFT', 'RIGHT')
+      head = nil
+    end
+    if full() then break end
+  end
+end
+local t = head and (head .. ':' .. int(used)) or nil
+if t ~= f[2] then
+  if t then
+    call('HSET', K_GLIMIT, 'turn', t)
+  else
+    call('HDEL', K_GLIMIT, 'turn')
   end
 end
 return out

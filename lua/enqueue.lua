@@ -17,7 +17,7 @@
 -- claim would serve this job next anyway: nothing else is serviceable (the
 -- ring is empty; for a flat job, the flat set is) and its group may run it
 -- now (its lane is empty, so the job would be the head; not paused; under
--- its ceiling). The job then never touches the lane or the ring, and no
+-- its ceiling; no rate). The job then never touches the lane or the ring, and no
 -- wake is sent: there is nothing left for anyone else to claim. Returns
 -- {deadline, id, group, payload, attempt, token} as claim does, or nil (the
 -- caller queues the job as usual). now: the caller's now_ms().
@@ -28,8 +28,10 @@ local function handoff(id, g, lease_ms, now, by)
     if call('LLEN', K_RING) > 0 or call('ZCARD', lane_key(g)) > 0 or paused(g) then
       return nil
     end
-    local lim = glimit(g)
-    if lim ~= nil and gactive(g) >= lim then return nil end
+    -- A group with a rate is never handed off: its lease must go by the
+    -- rate's TAT, which the claim keeps.
+    local lim, spacing = settings(g)
+    if spacing or (lim ~= nil and gactive(g) >= lim) then return nil end
     call('SADD', K_GROUPS, g)
   end
   local deadline = now + lease_ms

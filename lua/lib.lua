@@ -3,7 +3,16 @@
 --
 -- KEYS, the same ten for every script (daemon/store/keys.c builds them):
 --   1 ring      list  the serviceable lanes, each at most once
---   2 glimit    hash  group -> ceiling (absent = no ceiling)
+--   2 glimit    hash  the lane settings: G -> G's ceiling (absent = none),
+--                     w:G -> G's weight (1..1000, absent = 1), weighted ->
+--                     how many w: fields there are (absent = none), turn ->
+--                     "G:used" while the ring head G is part-way through a
+--                     weighted turn (see the claim, lua/claim.lua); r:G ->
+--                     G's rate "N:P" (at most N leases per P ms), t:G ->
+--                     G's theoretical arrival time (GCRA, ms: G may be
+--                     leased again once the clock reaches it). Group ids
+--                     start with three capitals and hold no ':', so no
+--                     group can name the other fields.
 --   3 paused    set   paused groups
 --   4 active    zset  job -> lease deadline (ms, server clock)
 --   5 delayed   zset  job -> due time (ms, server clock)
@@ -14,6 +23,9 @@
 --  10 groups    set   every group whose lane may be non-empty (a superset)
 -- Per group G (built from the prefix): g:<G>:pending, the lane (zset, score
 -- 0, mint order), and g:<G>:active, G's leases (zset, score = deadline).
+-- Also built from the prefix: throttled (zset), the lanes off the ring
+-- only for their rate -> when they may be leased again (the due-time
+-- index promote.lua empties, as it does delayed).
 -- gactive[G], the in-flight count of the ceiling rule, is ZCARD of
 -- g:<G>:active: that index holds exactly G's active jobs, so keeping a
 -- separate counter hash would be a second copy to keep equal (and, with
@@ -22,13 +34,20 @@
 -- from it and share the {q} hash tag, so a script stays inside one slot.
 --
 -- Ring rule (ARCHITECTURE invariant 2): G is on the ring exactly when its
--- lane is non-empty, G is not paused and gactive[G] < glimit[G]. The hot
--- paths keep it with O(1) transition checks; admin moves use reconcile().
+-- lane is non-empty, G is not paused, gactive[G] < glimit[G] and G is not
+-- throttled (in the throttled index, or a rate and t:G in the future).
+-- The hot paths keep it with O(1) transition checks; admin moves use
+-- reconcile(). Rate rule (invariant 7): a group that is off the ring only
+-- because its t:G is in the future is in the throttled index, due at t:G.
+-- Turn rule (invariant 6): glimit's turn field, when present, names the
+-- ring head G and a count 1 <= used < weight[G]; it is absent when no
+-- group has a weight.
 -- luacheck: push ignore 211 (some scripts use only part of the prelude)
 local PFX = ARGV[1]
 local K_RING, K_GLIMIT, K_PAUSED, K_ACTIVE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_DELAYED, K_DEAD, K_PENDING, K_WAKE = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_SEQ, K_GROUPS = KEYS[9], KEYS[10]
+local K_THROTTLED = PFX .. 'throttled'
 
 local call = redis.call
 
@@ -81,6 +100,31 @@ local function paused(g)
   return any_paused and call('SISMEMBER', K_PAUSED, g) == 1
 end
 
+-- The server clock, read once per script call and only when a rate needs
+-- it (a script runs atomically, so one reading serves it all).
+local clock_ms
+local function clock()
+  if not clock_ms then clock_ms = now_ms() end
+  return clock_ms
+end
+
+-- A rate field's value "N:P" as the spacing T = P / N ms between leases
+-- (nil: no rate).
+local function spacing_of(r)
+  local n, per = string.match(r or '', '^(%d+):(%d+)$')
+  if not n or tonumber(n) < 1 then return nil end
+  return tonumber(per) / tonumber(n)
+end
+
+-- g's ceiling and rate in one read: lim (nil: none), the rate's spacing
+-- (nil: no rate) and its TAT (nil: never leased under it).
+local function settings(g)
+  if any_limit == nil then any_limit = call('EXISTS', K_GLIMIT) == 1 end
+  if not any_limit then return nil end
+  local f = call('HMGET', K_GLIMIT, g, 'r:' .. g, 't:' .. g)
+  return tonumber(f[1] or ''), spacing_of(f[2]), tonumber(f[3] or '')
+end
+
 -- Put g on the ring, waking parked consumers only when the ring was empty.
 -- A consumer parks only after a claim that emptied the ring (a claim stops
 -- short of its count only then), and scripts run one at a time, so a lane
@@ -91,23 +135,75 @@ local function ring_push(g)
   if call('RPUSH', K_RING, g) == 1 then wake() end
 end
 
--- The ring rule, evaluated from the store (O(1)).
-local function serviceable(g)
-  if call('ZCARD', lane_key(g)) == 0 or paused(g) then return false end
-  local lim = glimit(g)
-  return lim == nil or gactive(g) < lim
+-- g, off the ring only for its rate, waits in the throttled index until
+-- due (ms). The daemons learn of a new earliest due time from a "due:<ms
+-- from now>" message on the wake channel (their upkeep timers wake then to
+-- run promote); a later one they learn from promote's answer.
+local function throttle(g, due)
+  call('ZADD', K_THROTTLED, due, g)
+  local first = call('ZRANGE', K_THROTTLED, 0, 0)
+  if first[1] == g then
+    call('PUBLISH', K_WAKE, 'due:' .. int(math.max(0, math.ceil(due - clock()))))
+  end
+end
+
+-- Where the ring rule puts g (O(1)): 'ring' when serviceable; 'wait' and
+-- its due time when it is serviceable but for its rate and not yet in the
+-- throttled index; nil otherwise (a lane in the index waits there).
+local function placement(g)
+  if call('ZCARD', lane_key(g)) == 0 or paused(g) then return nil end
+  local lim, spacing, tat = settings(g)
+  if lim ~= nil and gactive(g) >= lim then return nil end
+  if spacing then
+    if call('ZSCORE', K_THROTTLED, g) then return nil end
+    if tat and tat > clock() then return 'wait', tat end
+  end
+  return 'ring'
+end
+
+local function serviceable(g) return placement(g) == 'ring' end
+
+-- A lane known non-empty, unpaused and under its ceiling (spacing and tat
+-- from settings()) becomes serviceable: onto the ring, unless its rate
+-- holds it (then the index, if it is not there already). O(1).
+local function admit(g, spacing, tat)
+  if spacing then
+    if call('ZSCORE', K_THROTTLED, g) then return end
+    if tat and tat > clock() then return throttle(g, tat) end
+  end
+  ring_push(g)
+end
+
+-- The weighted turn in progress, from glimit's turn field: the ring head
+-- it names and how many jobs that head has had in it (nil, 0: none).
+local function turn_of(t)
+  if not t then return nil, 0 end
+  local g, used = string.match(t, '^(.+):(%d+)$')
+  return g, tonumber(used or '0')
+end
+
+-- g leaves the ring by an admin move: a turn it was part-way through is
+-- over (the turn rule: the turn names the ring head).
+local function end_turn_of(g)
+  if any_limit == nil then any_limit = call('EXISTS', K_GLIMIT) == 1 end
+  if not any_limit then return end
+  local tg = turn_of(call('HGET', K_GLIMIT, 'turn'))
+  if tg == g then call('HDEL', K_GLIMIT, 'turn') end
 end
 
 -- Admin moves: make g's ring membership match the rule. LPOS/LREM are
 -- O(ring); only limit/pause/resume/reassign/drain use this.
 local function reconcile(g)
-  local want = serviceable(g)
+  local where, due = placement(g)
+  local want = where == 'ring'
   local on = call('LPOS', K_RING, g)
   if on and not want then
     call('LREM', K_RING, 0, g)
+    end_turn_of(g)
   elseif want and not on then
     ring_push(g)
   end
+  if where == 'wait' then throttle(g, due) end
 end
 
 -- Put a job (its row already says pending) at its mint-ordered place in its
@@ -125,8 +221,8 @@ local function to_backlog(id, g)
   if call('ZCARD', lane) == 1 then
     call('SADD', K_GROUPS, g)
     if not paused(g) then
-      local lim = glimit(g)
-      if lim == nil or gactive(g) < lim then ring_push(g) end
+      local lim, spacing, tat = settings(g)
+      if lim == nil or gactive(g) < lim then admit(g, spacing, tat) end
     end
   end
 end
@@ -135,10 +231,10 @@ end
 -- the ring only for its ceiling exactly when the count falls from the
 -- ceiling to one below it, so that is the only case that re-rings (O(1)).
 local function release_permit(g)
-  local lim = glimit(g)
+  local lim, spacing, tat = settings(g)
   if lim ~= nil and gactive(g) == lim - 1 and not paused(g)
      and call('ZCARD', lane_key(g)) > 0 then
-    ring_push(g)
+    admit(g, spacing, tat)
   end
 end
 

@@ -1,13 +1,17 @@
 -- promote: move delayed jobs that are due into their lanes (or the flat
 -- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
--- set), at most max per call.
+-- set), at most max per call; then return the lanes of the throttled
+-- index that are due (their rate allows a lease again) to the ring, at
+-- most max of them.
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 max (>= 1)
--- Returns {promoted, next}: next is ms until the next delayed job is due
--- (-1 if none), so a timer can sleep exactly that long.
+-- Returns {promoted, next}: next is ms until the next delayed job or
+-- throttled lane is due (-1 if none), so a timer can sleep exactly that
+-- long. promoted counts jobs and lanes.
 local max = tonumber(ARGV[2])
 if not max or max < 1 then return redis.error_reply('EARG bad batch size') end
 local now = now_ms()
+clock_ms = now
 -- A promoted job is claimable from the time it was due (ready_ms), so the
 -- wait a lease reports counts the promotion's lag but not the delay asked.
 local due = call('ZRANGE', K_DELAYED, '-inf', now, 'BYSCORE', 'LIMIT', 0, max, 'WITHSCORES')
@@ -21,6 +25,21 @@ for i = 1, #due, 2 do
     to_backlog(id, g)
   end
 end
+-- A due lane leaves the index first, so placement() sees it as any other.
+local lanes = call('ZRANGE', K_THROTTLED, '-inf', now, 'BYSCORE', 'LIMIT', 0, max)
+for _, g in ipairs(lanes) do
+  call('ZREM', K_THROTTLED, g)
+  local where, at = placement(g)
+  if where == 'ring' then
+    ring_push(g)
+  elseif where == 'wait' then
+    throttle(g, at)
+  end
+end
 local nxt = call('ZRANGE', K_DELAYED, 0, 0, 'WITHSCORES')
-if #nxt == 0 then return {#due / 2, -1} end
-return {#due / 2, math.max(0, tonumber(nxt[2]) - now)}
+local nxl = call('ZRANGE', K_THROTTLED, 0, 0, 'WITHSCORES')
+local next_due = tonumber(nxt[2] or '')
+if nxl[2] and (not next_due or tonumber(nxl[2]) < next_due) then next_due = tonumber(nxl[2]) end
+local done = #due / 2 + #lanes
+if not next_due then return {done, -1} end
+return {done, math.max(0, math.ceil(next_due - now))}

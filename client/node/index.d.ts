@@ -172,6 +172,12 @@ export interface GroupInfo {
   active: number;
   limit: number | null;
   paused: boolean;
+  /** Jobs per turn of the ring: 1 unless set (absent from a daemon without weights). */
+  weight?: number;
+  /** Its rate, null without one (absent from a daemon without rates). */
+  rate?: { max: number; per_ms: number } | null;
+  /** Off the ring until its rate allows a lease. */
+  throttled?: boolean;
 }
 export interface GroupsPage {
   groups: GroupInfo[];
@@ -299,6 +305,10 @@ export declare class Client extends EventEmitter {
   extend(job: JobRef, leaseMs: number): Promise<number>;
   /** A ceiling; null or 0 removes it. */
   limit(queue: string, group: string, max: number | null): Promise<void>;
+  /** A group's jobs per turn of the ring, 1..1000; null resets it to 1 (PROTOCOL.md 5.26). */
+  weight(queue: string, group: string, weight: number | null): Promise<void>;
+  /** At most max leases per perMs ms, on the backend's clock; null removes it (PROTOCOL.md 5.27). */
+  rate(queue: string, group: string, max: number | null, perMs?: number): Promise<void>;
   pause(queue: string, group: string): Promise<boolean>;
   resume(queue: string, group: string): Promise<boolean>;
   /** Resolves with the source group (null: the job was ungrouped). */
@@ -340,6 +350,8 @@ export declare class Pipeline {
   release(job: JobRef, options?: { error?: string }): this;
   extend(job: JobRef, leaseMs: number): this;
   limit(queue: string, group: string, max: number | null): this;
+  weight(queue: string, group: string, weight: number | null): this;
+  rate(queue: string, group: string, max: number | null, perMs?: number): this;
   pause(queue: string, group: string): this;
   resume(queue: string, group: string): this;
   reassign(queue: string, job: string, group: string): this;

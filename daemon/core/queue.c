@@ -71,12 +71,26 @@ void queue_leased(struct queue *q, long long wait_ms)
     hist_record(&q->latency.wait, wait_ms > 0 ? (uint64_t)wait_ms * 1000 : 0);
 }
 
+/* A message on q's wake channel: work may be there (the prefix; NULL on
+ * a resubscribe), or "due:<ms>", a lane held by its rate that may be
+ * leased again in ms (lua/lib.lua:throttle): the upkeep pass runs then and
+ * its promote returns the lane to the ring (with a wake, if the ring was
+ * empty). */
 static void wake_cb(void *priv, const char *channel, const char *msg, size_t len)
 {
     struct queue *q = priv;
     (void)channel;
-    (void)msg;
-    (void)len;
+    if (msg != NULL && len > 4 && len < 24 && memcmp(msg, "due:", 4) == 0) {
+        char digits[24];
+        memcpy(digits, msg + 4, len - 4);
+        digits[len - 4] = '\0';
+        char *end;
+        unsigned long long ms = strtoull(digits, &end, 10);
+        if (*end == '\0' && end != digits) {
+            queue_due_in(q, (uint64_t)ms);
+            return;
+        }
+    }
     queue_pump(q, false);
     queue_pump(q, true);
 }

@@ -1,4 +1,4 @@
-/* cmd_admin: the per-tenant levers (limit, pause, resume, reassign,
+/* cmd_admin: the per-tenant levers (limit, weight, rate, pause, resume, reassign,
  * drain, reap), the reads (depth, stats, groups, job, peek, dead, check)
  * and remove. */
 #include <string.h>
@@ -56,11 +56,57 @@ static const struct arg_spec limit_spec[] = {
     END,
 };
 
+/* A lane setting's number (limit's max, weight's weight): 0 for null,
+ * which removes the setting. */
+static long long setting(const struct req *r, const char *name)
+{
+    json_t *v = json_object_get(r->root, name);
+    return json_is_integer(v) ? json_integer_value(v) : 0;
+}
+
 static void cmd_limit(struct req *r)
 {
-    json_t *m = json_object_get(r->root, "max");
-    long long max = json_is_integer(m) ? json_integer_value(m) : 0; /* null: no ceiling */
-    sent(r, store_limit(queue_store(r->q), cmd_str(r, "group"), max, done_cb, r));
+    sent(r, store_limit(queue_store(r->q), cmd_str(r, "group"), setting(r, "max"), done_cb, r));
+}
+
+static const struct arg_spec weight_spec[] = {
+    Q,
+    GROUP,
+    {"weight", ARG_INT_OR_NULL, ARG_REQUIRED, 1, 1000},
+    END,
+};
+
+static void cmd_weight(struct req *r)
+{
+    sent(r, store_weight(queue_store(r->q), cmd_str(r, "group"), setting(r, "weight"), done_cb, r));
+}
+
+static const struct arg_spec rate_spec[] = {
+    Q,
+    GROUP,
+    {"max", ARG_INT_OR_NULL, ARG_REQUIRED, 1, 1000000},
+    {"per_ms", ARG_INT, 0, 1, 86400000},
+    END,
+};
+
+/* A rate needs its period; a removal (max null) takes none. */
+static bool check_rate(struct req *r)
+{
+    bool removal = json_is_null(json_object_get(r->root, "max"));
+    bool has_per = json_object_get(r->root, "per_ms") != NULL;
+    if (removal == has_per) {
+        req_error(r, WIRE_EARG,
+                  removal ? "argument \"per_ms\" goes only with a \"max\""
+                          : "missing argument \"per_ms\"");
+        return false;
+    }
+    return true;
+}
+
+static void cmd_rate(struct req *r)
+{
+    sent(r, store_rate(queue_store(r->q), cmd_str(r, "group"), setting(r, "max"),
+                       request_int(r->root, "per_ms", 0), done_cb, r));
 }
 
 static const struct arg_spec group_spec[] = {Q, GROUP, END};
@@ -189,11 +235,15 @@ static void groups_cb(void *priv, const struct store_status *st, const struct st
     json_t *list = json_array();
     for (size_t i = 0; i < res->n; i++) {
         const struct store_group_row *g = &res->rows[i];
-        json_array_append_new(list, json_pack("{s:s, s:I, s:I, s:o, s:b}", "group", g->group,
-                                              "depth", (json_int_t)g->depth, "active",
-                                              (json_int_t)g->active, "limit",
-                                              g->limit < 0 ? json_null() : json_integer(g->limit),
-                                              "paused", g->paused));
+        json_t *rate = g->rate_max < 0 ? json_null()
+                                       : json_pack("{s:I, s:I}", "max", (json_int_t)g->rate_max,
+                                                   "per_ms", (json_int_t)g->rate_per_ms);
+        json_array_append_new(
+            list, json_pack("{s:s, s:I, s:I, s:o, s:b, s:I, s:o, s:b}", "group", g->group, "depth",
+                            (json_int_t)g->depth, "active", (json_int_t)g->active, "limit",
+                            g->limit < 0 ? json_null() : json_integer(g->limit), "paused",
+                            g->paused, "weight", (json_int_t)(g->weight < 0 ? 1 : g->weight),
+                            "rate", rate, "throttled", g->throttled));
     }
     req_ok(r, json_pack("{s:o, s:s}", "groups", list, "cursor", res->cursor));
 }
@@ -443,6 +493,8 @@ static void cmd_check(struct req *r)
 /* The per-tenant levers and the reads. */
 const struct cmd cmd_admin[] = {
     {"limit", limit_spec, cmd_limit, CMD_QUEUE | CMD_ADMIN},
+    {"weight", weight_spec, cmd_weight, CMD_QUEUE | CMD_ADMIN},
+    {"rate", rate_spec, cmd_rate, CMD_QUEUE | CMD_ADMIN, check_rate},
     {"pause", group_spec, cmd_pause, CMD_QUEUE | CMD_ADMIN},
     {"resume", group_spec, cmd_resume, CMD_QUEUE | CMD_ADMIN},
     {"reassign", reassign_spec, cmd_reassign, CMD_QUEUE | CMD_ADMIN},

@@ -44,7 +44,7 @@ struct metrics {
 /* One group's numbers from the groups script. */
 struct group_row {
     char name[BRAND_ID_MAX + 1];
-    long long depth, active, limit, paused;
+    long long depth, active, limit, paused, weight, rate_max, rate_per_ms, throttled;
 };
 
 /* What the scrape learnt about one queue. */
@@ -191,24 +191,31 @@ static void render_jobs(struct outbuf *o, const struct scrape *sc)
 
 static void render_groups(struct outbuf *o, const struct scrape *sc)
 {
-    static const char *const names[] = {"emqd_group_depth", "emqd_group_active", "emqd_group_limit",
-                                        "emqd_group_paused"};
+    static const char *const names[] = {"emqd_group_depth",          "emqd_group_active",
+                                        "emqd_group_limit",          "emqd_group_paused",
+                                        "emqd_group_weight",         "emqd_group_rate_max",
+                                        "emqd_group_rate_period_ms", "emqd_group_throttled"};
     static const char *const help[] = {
         "Jobs waiting in the group's lane (deepest groups only).",
         "Jobs of the group leased now (deepest groups only).",
         "The group's ceiling on active jobs (groups with one; deepest groups only).",
-        "1 if the group is paused (deepest groups only)."};
+        "1 if the group is paused (deepest groups only).",
+        "The group's jobs per ring turn (deepest groups only).",
+        "The most leases its rate allows per period (groups with a rate; deepest only).",
+        "The period of the group's rate, ms (groups with a rate; deepest only).",
+        "1 if the group is off the ring until its rate allows a lease (deepest only)."};
     char q[BRAND_QUEUE_MAX * 2 + 1], g[BRAND_ID_MAX * 2 + 1];
 
-    for (size_t m = 0; m < 4; m++) {
+    for (size_t m = 0; m < sizeof(names) / sizeof(names[0]); m++) {
         family(o, names[m], "gauge", help[m]);
         for (size_t i = 0; i < sc->nreads; i++) {
             const struct queue_read *rd = &sc->reads[i];
             label(rd->q->name, q, sizeof(q));
             for (size_t j = 0; j < rd->ngroups; j++) {
                 const struct group_row *gr = &rd->groups[j];
-                long long v[] = {gr->depth, gr->active, gr->limit, gr->paused};
-                if (m == 2 && gr->limit < 0)
+                long long v[] = {gr->depth,  gr->active,   gr->limit,       gr->paused,
+                                 gr->weight, gr->rate_max, gr->rate_per_ms, gr->throttled};
+                if ((m == 2 && gr->limit < 0) || ((m == 5 || m == 6) && gr->rate_max < 0))
                     continue;
                 put(o, "%s{queue=\"%s\",group=\"%s\"} %lld\n", names[m], q,
                     label(gr->name, g, sizeof(g)), v[m]);
@@ -466,6 +473,10 @@ static void groups_cb(void *priv, const struct store_status *st, const struct st
             g->active = (long long)f->active;
             g->limit = f->limit;
             g->paused = f->paused;
+            g->weight = f->weight < 0 ? 1 : f->weight;
+            g->rate_max = f->rate_max;
+            g->rate_per_ms = f->rate_per_ms;
+            g->throttled = f->throttled;
         }
         qsort(rd->groups, rd->ngroups, sizeof(*rd->groups), by_depth);
         if (rd->ngroups > keep)

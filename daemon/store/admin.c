@@ -79,7 +79,7 @@ static int rows_parse(const redisReply *r, size_t first, size_t width, size_t si
 
 /* --- per-tenant levers --------------------------------------------------- */
 
-/* limit returns 1. */
+/* limit, weight and rate return 1. */
 static int one_parse(const redisReply *r, void *out)
 {
     (void)out;
@@ -94,12 +94,33 @@ static void done_decode(const struct store_call *c, const struct store_status *s
     ((store_done_cb *)c->cb)(c->priv, &s);
 }
 
+/* A lane setting's script (limit, weight): ARGV group, number. */
+static int setting_send(struct store_queue *sq, enum script_id id, const char *group, long long n,
+                        store_done_cb *cb, void *priv)
+{
+    char num[24];
+    const char *argv[] = {group, store_num(num, n)};
+    return store_send(sq, id, 2, argv, NULL, done_decode, STORE_CB(cb), priv, 0);
+}
+
 int store_limit(struct store_queue *sq, const char *group, long long max, store_done_cb *cb,
                 void *priv)
 {
-    char num[24];
-    const char *argv[] = {group, store_num(num, max)};
-    return store_send(sq, SCRIPT_LIMIT, 2, argv, NULL, done_decode, STORE_CB(cb), priv, 0);
+    return setting_send(sq, SCRIPT_LIMIT, group, max, cb, priv);
+}
+
+int store_weight(struct store_queue *sq, const char *group, long long weight, store_done_cb *cb,
+                 void *priv)
+{
+    return setting_send(sq, SCRIPT_WEIGHT, group, weight, cb, priv);
+}
+
+int store_rate(struct store_queue *sq, const char *group, long long max, long long per_ms,
+               store_done_cb *cb, void *priv)
+{
+    char num[24], per[24];
+    const char *argv[] = {group, store_num(num, max), store_num(per, per_ms)};
+    return store_send(sq, SCRIPT_RATE, 3, argv, NULL, done_decode, STORE_CB(cb), priv, 0);
 }
 
 /* pause and resume return 1 (it changed) or 0. */
@@ -237,22 +258,27 @@ int store_stats(struct store_queue *sq, store_stats_cb *cb, void *priv)
 }
 
 /* groups returns {cursor, then per group: name, depth, active, limit (-1 =
- * none), paused (0/1)}. */
-#define GROUP_FIELDS 5
+ * none), paused (0/1), weight (-1 = none), rate max and per_ms (-1 =
+ * none), throttled (0/1)}. */
+#define GROUP_FIELDS 9
 
 static int group_row(const redisReply *r, size_t e, void *row, void *ctx)
 {
     struct store_group_row *g = row;
     struct store_text name;
-    long long paused;
+    long long paused, throttled;
     (void)ctx;
     if (!elem_text(r, e, &name) || !elem_count(r, e + 1, &g->depth) ||
         !elem_count(r, e + 2, &g->active) || !elem_int(r, e + 3, &g->limit) || g->limit < -1 ||
-        !elem_int(r, e + 4, &paused) || (paused != 0 && paused != 1))
+        !elem_int(r, e + 4, &paused) || (paused != 0 && paused != 1) ||
+        !elem_int(r, e + 5, &g->weight) || g->weight < -1 || g->weight == 0 ||
+        !elem_int(r, e + 6, &g->rate_max) || !elem_int(r, e + 7, &g->rate_per_ms) ||
+        !elem_int(r, e + 8, &throttled) || (throttled != 0 && throttled != 1))
         return -1;
     g->group = name.str;
     g->group_len = name.len;
     g->paused = paused == 1;
+    g->throttled = throttled == 1;
     return 1;
 }
 

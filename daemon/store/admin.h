@@ -1,5 +1,5 @@
 /* admin: the typed calls of the per-tenant levers (lua/limit.lua,
- * pause.lua, resume.lua, reassign.lua, drain.lua), the reads (depth.lua,
+ * weight.lua, rate.lua, pause.lua, resume.lua, reassign.lua, drain.lua), the reads (depth.lua,
  * stats.lua, groups.lua, job.lua, dead.lua; the steps of check.lua, which
  * check.c runs) and the queue registry (two plain commands on
  * STORE_QUEUES_KEY). See store.h for what every call and callback
@@ -25,6 +25,16 @@ typedef void store_done_cb(void *priv, const struct store_status *st);
  * on or off the ring to match. */
 int store_limit(struct store_queue *sq, const char *group, long long max, store_done_cb *cb,
                 void *priv);
+
+/* Set group's weight to weight (1..1000; 0: reset it to the default, 1),
+ * its jobs per ring turn (lua/weight.lua). */
+int store_weight(struct store_queue *sq, const char *group, long long weight, store_done_cb *cb,
+                 void *priv);
+
+/* Set group's rate to at most max leases per per_ms ms (lua/rate.lua;
+ * max 0: remove it, per_ms ignored). */
+int store_rate(struct store_queue *sq, const char *group, long long max, long long per_ms,
+               store_done_cb *cb, void *priv);
 
 /* changed: the group was not paused before (pause) or was (resume); false
  * when the call found it already so. */
@@ -82,10 +92,13 @@ int store_stats(struct store_queue *sq, store_stats_cb *cb, void *priv);
 struct store_group_row {
     const char *group;
     size_t group_len;
-    uint64_t depth;  /* pending in its lane */
-    uint64_t active; /* in flight: what its ceiling counts */
-    long long limit; /* its ceiling, -1 = none */
+    uint64_t depth;                  /* pending in its lane */
+    uint64_t active;                 /* in flight: what its ceiling counts */
+    long long limit;                 /* its ceiling, -1 = none */
+    long long weight;                /* its weight, -1 = none set (it is served as 1) */
+    long long rate_max, rate_per_ms; /* its rate, -1 = none */
     bool paused;
+    bool throttled; /* off the ring until its rate allows a lease */
 };
 
 /* A page of the group registry. Groups idle in every way are left out

@@ -27,8 +27,9 @@ TestSuite(emqctl_usage, .timeout = 30);
 
 /* Every command, for the help and man page checks. */
 static const char *const commands[] = {
-    "ping", "stats", "groups", "depth", "limit", "pause",   "resume", "reassign", "drain", "reap",
-    "job",  "peek",  "remove", "dead",  "check", "enqueue", "top",    "token",    "help",
+    "ping",   "stats",  "groups",   "depth",   "limit", "weight", "rate",
+    "pause",  "resume", "reassign", "drain",   "reap",  "job",    "peek",
+    "remove", "dead",   "check",    "enqueue", "top",   "token",  "help",
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -223,6 +224,15 @@ Test(emqctl_usage, bad_lines_exit_2_with_usage_on_stderr_and_no_network)
         {"stats", "q", "extra", NULL},
         {"limit", "q", "TENa", "many", NULL},
         {"limit", "q", "TENa", "-3", NULL},
+        {"weight", "q", "TENa", "1001", NULL},
+        {"weight", "q", "TENa", "-1", NULL},
+        {"weight", "q", "TENa", "heavy", NULL},
+        {"weight", "q", "TENa", NULL},
+        {"rate", "q", "TENa", "5", NULL},
+        {"rate", "q", "TENa", "0/100", NULL},
+        {"rate", "q", "TENa", "5/0", NULL},
+        {"rate", "q", "TENa", "/100", NULL},
+        {"rate", "q", "TENa", "5/100/3", NULL},
         {"groups", "q", "--limit", "abc", NULL},
         {"groups", "q", "--limit", NULL},
         {"drain", "q", "TENa", "--limit", "5"},
@@ -431,7 +441,7 @@ Test(emqctl, ping_and_stats_human_and_json)
     tc_close(c);
 }
 
-Test(emqctl, groups_table_shows_depth_active_limit_paused)
+Test(emqctl, groups_table_shows_depth_active_limit_weight_paused)
 {
     struct tc_conn *c = fx_conn();
     for (int i = 0; i < 3; i++) {
@@ -440,19 +450,22 @@ Test(emqctl, groups_table_shows_depth_active_limit_paused)
         enqueue(c, id, "TENalpha");
     }
     enqueue(c, "JOBb0", "TENb");
+    json_decref(OK(
+        c, "{\"op\":\"rate\",\"queue\":\"q\",\"group\":\"TENalpha\",\"max\":5,\"per_ms\":60000}"));
     json_decref(OK(c, "{\"op\":\"claim\",\"queue\":\"q\",\"count\":2}"));
     json_decref(OK(c, "{\"op\":\"limit\",\"queue\":\"q\",\"group\":\"TENalpha\",\"max\":7}"));
     json_decref(OK(c, "{\"op\":\"pause\",\"queue\":\"q\",\"group\":\"TENb\"}"));
+    json_decref(OK(c, "{\"op\":\"weight\",\"queue\":\"q\",\"group\":\"TENalpha\",\"weight\":12}"));
 
     struct run r = CTL("groups", "q");
     assert_exit(r, 0);
     char line[256];
     cr_assert_str_eq(line_with(r.out, "GROUP", line, sizeof(line)),
-                     "GROUP     DEPTH  ACTIVE  LIMIT  PAUSED");
+                     "GROUP     DEPTH  ACTIVE  LIMIT  WEIGHT            RATE  PAUSED");
     cr_assert_str_eq(line_with(r.out, "TENalpha", line, sizeof(line)),
-                     "TENalpha      2       1      7  no");
+                     "TENalpha      2       1      7      12  5/60000ms held  no");
     cr_assert_str_eq(line_with(r.out, "TENb ", line, sizeof(line)),
-                     "TENb          0       1      -  yes");
+                     "TENb          0       1      -       1               -  yes");
     cr_assert_eq(count_lines(r.out), 3);
     run_free(&r);
 
@@ -465,6 +478,7 @@ Test(emqctl, groups_table_shows_depth_active_limit_paused)
         json_t *g = json_array_get(list, i);
         if (strcmp(jstr(g, "group"), "TENalpha") == 0) {
             cr_assert_eq(jint(g, "limit"), 7);
+            cr_assert_eq(jint(g, "weight"), 12);
             cr_assert_eq(jint(g, "depth"), 2);
         } else {
             cr_assert_str_eq(jstr(g, "group"), "TENb");
@@ -554,12 +568,47 @@ Test(emqctl, levers_change_the_queue)
     run_free(&r);
     json_t *g = OK(c, "{\"op\":\"groups\",\"queue\":\"q\"}");
     char *gd = json_dumps(g, JSON_COMPACT);
-    assert_has(gd, "{\"group\":\"TENa\",\"depth\":2,\"active\":0,\"limit\":3,\"paused\":false}");
+    assert_has(gd, "{\"group\":\"TENa\",\"depth\":2,\"active\":0,\"limit\":3,\"paused\":false,"
+                   "\"weight\":1,\"rate\":null,\"throttled\":false}");
     free(gd);
     json_decref(g);
     r = CTL("limit", "q", "TENa", "none");
     assert_exit(r, 0);
     cr_assert_str_eq(r.out, "TENa: no limit\n");
+    run_free(&r);
+
+    r = CTL("weight", "q", "TENa", "4");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "TENa: weight 4\n");
+    run_free(&r);
+    g = OK(c, "{\"op\":\"groups\",\"queue\":\"q\"}");
+    gd = json_dumps(g, JSON_COMPACT);
+    assert_has(gd, "\"group\":\"TENa\",\"depth\":2,\"active\":0,\"limit\":null,\"paused\":false,"
+                   "\"weight\":4,");
+    free(gd);
+    json_decref(g);
+    r = CTL("weight", "q", "TENa", "none");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "TENa: weight 1 (the default)\n");
+    run_free(&r);
+    r = CTL("rate", "q", "TENa", "10/1000");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "TENa: rate 10 per 1000 ms\n");
+    run_free(&r);
+    g = OK(c, "{\"op\":\"groups\",\"queue\":\"q\"}");
+    gd = json_dumps(g, JSON_COMPACT);
+    assert_has(gd, "\"rate\":{\"max\":10,\"per_ms\":1000}");
+    free(gd);
+    json_decref(g);
+    r = CTL("rate", "q", "TENa", "none");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "TENa: no rate\n");
+    run_free(&r);
+    r = CTL("--json", "weight", "q", "TENa", "0");
+    assert_exit(r, 0);
+    j = json_line(r.out, 0);
+    cr_assert(json_is_true(json_object_get(j, "ok")));
+    json_decref(j);
     run_free(&r);
 
     r = CTL("pause", "q", "TENa");
@@ -907,8 +956,10 @@ Test(emqctl, top_prints_snapshots_when_not_a_terminal)
         snprintf(id, sizeof(id), "JOBbig%d", i);
         enqueue(c, id, "TENbig");
     }
+    json_decref(OK(c, "{\"op\":\"weight\",\"queue\":\"q\",\"group\":\"TENbig\",\"weight\":9}"));
     struct run r = CTL("top", "q", "--iterations", "2", "--interval", "100");
     assert_exit(r, 0);
+    assert_has(r.out, "WEIGHT");
     const char *one = strstr(r.out, "emqctl top q  refresh 1");
     const char *two = strstr(r.out, "emqctl top q  refresh 2");
     cr_assert(one != NULL && two != NULL && one < two, "two snapshots:\n%s", r.out);
@@ -917,6 +968,8 @@ Test(emqctl, top_prints_snapshots_when_not_a_terminal)
     /* Largest group first, in each snapshot; rates only in the second. */
     const char *big = strstr(two, "\nTENbig "), *small = strstr(two, "\nTENsmall ");
     cr_assert(big != NULL && small != NULL && big < small, "largest first:\n%s", two);
+    char line[256];
+    assert_has(line_with(big + 1, "TENbig", line, sizeof(line)), "      9       -  no");
     assert_has(two, "pending 5 (0/s)");
     const char *rate = strstr(one, "/s");
     cr_assert(rate != NULL && rate > two, "the first snapshot has no rates:\n%s", r.out);

@@ -67,6 +67,18 @@ static void put(struct emq *c, const char *queue, const char *job, const char *g
     cr_assert(!out.duplicate);
 }
 
+/* n jobs JOBa<i> in TENa and n JOBb<i> in TENb, enqueued a, b, a, b... */
+static void put_pairs(struct emq *c, const char *queue, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char a[16], b[16];
+        snprintf(a, sizeof(a), "JOBa%d", i);
+        snprintf(b, sizeof(b), "JOBb%d", i);
+        put(c, queue, a, "TENa", i);
+        put(c, queue, b, "TENb", i);
+    }
+}
+
 static enum emq_state state_of(struct emq *c, const char *queue, const char *job)
 {
     enum emq_state s = EMQ_STATE_UNKNOWN;
@@ -366,13 +378,7 @@ Test(libemq, enqueue_many_gives_a_verdict_per_item)
 Test(libemq, admin_levers_and_reads)
 {
     struct emq *c = lib_conn();
-    for (int i = 0; i < 3; i++) {
-        char a[16], b[16];
-        snprintf(a, sizeof(a), "JOBa%d", i);
-        snprintf(b, sizeof(b), "JOBb%d", i);
-        put(c, "adm", a, "TENa", i);
-        put(c, "adm", b, "TENb", i);
-    }
+    put_pairs(c, "adm", 3);
     bool changed = false;
     assert_emq_ok(c, emq_limit(c, "adm", "TENa", 1));
     assert_emq_ok(c, emq_pause(c, "adm", "TENb", &changed));
@@ -483,6 +489,72 @@ Test(libemq, admin_levers_and_reads)
     cr_assert_eq(json_array_size(v), 0);
     json_decref(v);
     assert_emq_ok(c, emq_ping(c));
+    emq_close(c);
+}
+
+Test(libemq, weight_steers_the_turns_and_groups_shows_it)
+{
+    struct emq *c = lib_conn();
+    put_pairs(c, "wgt", 4);
+    assert_emq_ok(c, emq_weight(c, "wgt", "TENa", 3));
+    assert_emq_err(c, emq_weight(c, "wgt", "TENa", 1001), EMQ_EARG);
+    assert_emq_err(c, emq_weight(c, "wgt", "TENa", -1), EMQ_EARG);
+    assert_emq_err(c, emq_weight(c, "wgt", "nobrand", 2), EMQ_EBRAND);
+    struct emq_group_info *g = NULL;
+    size_t n = 0;
+    char cursor[33];
+    assert_emq_ok(c, emq_groups(c, "wgt", "0", 10, &g, &n, cursor));
+    cr_assert_eq(n, 2);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(g[i].weight, strcmp(g[i].group, "TENa") == 0 ? 3 : 1, "%s", g[i].group);
+    free(g);
+
+    struct emq_job **jobs;
+    struct emq_claim_opts co = {.count = 5, .lease_ms = 60000};
+    assert_emq_ok(c, emq_claim(c, "wgt", &co, &jobs, &n));
+    const char *want[] = {"JOBa0", "JOBa1", "JOBa2", "JOBb0", "JOBa3"};
+    cr_assert_eq(n, 5);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_str_eq(jobs[i]->job, want[i], "position %zu", i);
+    emq_jobs_free(jobs, n);
+    assert_emq_ok(c, emq_weight(c, "wgt", "TENa", 0));
+    assert_emq_ok(c, emq_groups(c, "wgt", "0", 10, &g, &n, cursor));
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(g[i].weight, 1, "reset: %s", g[i].group);
+    free(g);
+    emq_close(c);
+}
+
+Test(libemq, rate_holds_a_group_to_one_lease_per_spacing)
+{
+    struct emq *c = lib_conn();
+    put_pairs(c, "rat", 3);
+    assert_emq_ok(c, emq_rate(c, "rat", "TENa", 1, 60000));
+    assert_emq_err(c, emq_rate(c, "rat", "TENa", 1, 0), EMQ_EARG);
+    assert_emq_err(c, emq_rate(c, "rat", "TENa", -1, 10), EMQ_EARG);
+    struct emq_job **jobs;
+    size_t n;
+    struct emq_claim_opts co = {.count = 6, .lease_ms = 60000};
+    assert_emq_ok(c, emq_claim(c, "rat", &co, &jobs, &n));
+    const char *want[] = {"JOBa0", "JOBb0", "JOBb1", "JOBb2"};
+    cr_assert_eq(n, 4, "one lease of TENa, then TENb's three");
+    for (size_t i = 0; i < n; i++)
+        cr_assert_str_eq(jobs[i]->job, want[i], "position %zu", i);
+    emq_jobs_free(jobs, n);
+    struct emq_group_info *g = NULL;
+    char cursor[33];
+    assert_emq_ok(c, emq_groups(c, "rat", "0", 10, &g, &n, cursor));
+    for (size_t i = 0; i < n; i++) {
+        bool a = strcmp(g[i].group, "TENa") == 0;
+        cr_assert_eq(g[i].rate_max, a ? 1 : 0, "%s", g[i].group);
+        cr_assert_eq(g[i].rate_per_ms, a ? 60000 : 0);
+        cr_assert_eq(g[i].throttled, a);
+    }
+    free(g);
+    assert_emq_ok(c, emq_rate(c, "rat", "TENa", 0, 0));
+    assert_emq_ok(c, emq_claim(c, "rat", &co, &jobs, &n));
+    cr_assert_eq(n, 2, "the rate removed: TENa's other two");
+    emq_jobs_free(jobs, n);
     emq_close(c);
 }
 

@@ -193,21 +193,22 @@ static void r_fail(void)
 }
 
 /* One page after another of groups.lua; the numbers of group g into
- * out[4] (depth, active, limit, paused); false if g is not listed. */
-static bool group_numbers(const char *g, long long out[4])
+ * out[5] (depth, active, limit, paused, weight); false if g is not
+ * listed. */
+static bool group_numbers(const char *g, long long out[5])
 {
     char cursor[32] = "0";
     bool found = false;
     do {
         redisReply *r = cf_call(SCRIPT_GROUPS, cursor, "100", NULL);
         cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
-        cr_assert_eq((r->elements - 1) % 5, 0);
+        cr_assert_eq((r->elements - 1) % 9, 0);
         snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
-        for (size_t i = 1; i < r->elements; i += 5) {
+        for (size_t i = 1; i < r->elements; i += 9) {
             if (strcmp(r->element[i]->str, g) != 0)
                 continue;
             found = true;
-            for (int j = 0; j < 4; j++)
+            for (int j = 0; j < 5; j++)
                 out[j] = cf_int_at(r, i + 1 + j);
         }
         freeReplyObject(r);
@@ -219,11 +220,14 @@ static void r_groups(void)
 {
     cr_assert_eq(fx_enqueue("JOBgr1", "TENgr", "{}"), 1);
     cr_assert_eq(fx_int(SCRIPT_LIMIT, "TENgr", "5", NULL), 1);
-    long long n[4];
+    cr_assert_eq(fx_int(SCRIPT_WEIGHT, "TENgr", "7", NULL), 1);
+    long long n[5];
     cr_assert(group_numbers("TENgr", n), "groups does not list TENgr");
-    cr_assert(n[0] == 1 && n[1] == 0 && n[2] == 5 && n[3] == 0,
-              "TENgr: depth %lld active %lld limit %lld paused %lld", n[0], n[1], n[2], n[3]);
+    cr_assert(n[0] == 1 && n[1] == 0 && n[2] == 5 && n[3] == 0 && n[4] == 7,
+              "TENgr: depth %lld active %lld limit %lld paused %lld weight %lld", n[0], n[1], n[2],
+              n[3], n[4]);
     cr_assert_eq(fx_int(SCRIPT_LIMIT, "TENgr", "0", NULL), 1);
+    cr_assert_eq(fx_int(SCRIPT_WEIGHT, "TENgr", "0", NULL), 1);
     cf_settle();
 }
 
@@ -301,6 +305,49 @@ static void r_limit(void)
     cr_assert_str_eq(b.job, "JOBli2");
     cf_complete(&a);
     cf_complete(&b);
+}
+
+static void r_weight(void)
+{
+    cr_assert_eq(fx_int(SCRIPT_WEIGHT, "TENwa", "2", NULL), 1);
+    cr_assert_eq(fx_enqueue("JOBwe1", "TENwa", "{}"), 1);
+    cr_assert_eq(fx_enqueue("JOBwe2", "TENwa", "{}"), 1);
+    cr_assert_eq(fx_enqueue("JOBwe3", "TENwb", "{}"), 1);
+    cr_assert_eq(fx_enqueue("JOBwe4", "TENwa", "{}"), 1);
+    /* One at a time, so the turn of TENwa (weight 2) spans claims. */
+    const char *order[] = {"JOBwe1", "JOBwe2", "JOBwe3", "JOBwe4"};
+    struct leased l[4];
+    for (int i = 0; i < 4; i++) {
+        l[i] = cf_claim_one(false, 60000);
+        cr_assert_str_eq(l[i].job, order[i], "claim %d", i);
+    }
+    cr_assert_eq(fx_int(SCRIPT_WEIGHT, "TENwa", "0", NULL), 1);
+    for (int i = 0; i < 4; i++)
+        cf_complete(&l[i]);
+    cf_settle();
+}
+
+static void r_rate(void)
+{
+    /* One lease per 50 ms: the second job waits in the throttled index
+     * until promote returns the lane. */
+    cr_assert_eq(fx_int(SCRIPT_RATE, "TENrl", "1", "50", NULL), 1);
+    cr_assert_eq(fx_enqueue("JOBrl1", "TENrl", "{}"), 1);
+    cr_assert_eq(fx_enqueue("JOBrl2", "TENrl", "{}"), 1);
+    struct leased a = cf_claim_one(false, 60000), l[2];
+    cr_assert_str_eq(a.job, "JOBrl1");
+    cr_assert_eq(fx_claim(2, 60000, l, NULL), 0, "TENrl is held by its rate");
+    long long now = fx_now_ms();
+    fx_await_past(now + 50);
+    redisReply *r = cf_call(SCRIPT_PROMOTE, "10", NULL);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+    struct leased b = cf_claim_one(false, 60000);
+    cr_assert_str_eq(b.job, "JOBrl2");
+    cr_assert_eq(fx_int(SCRIPT_RATE, "TENrl", "0", "0", NULL), 1);
+    cf_complete(&a);
+    cf_complete(&b);
+    cf_settle();
 }
 
 static void r_pause(void)
@@ -478,9 +525,11 @@ cluster_recipe *const cluster_recipes[SCRIPT__COUNT] = {
     [SCRIPT_REAP] = r_reap,
     [SCRIPT_REAP_GROUP] = r_reap_group,
     [SCRIPT_REASSIGN] = r_reassign,
+    [SCRIPT_RATE] = r_rate,
     [SCRIPT_RECOVER] = r_recover,
     [SCRIPT_RELEASE] = r_release,
     [SCRIPT_REMOVE] = r_remove,
     [SCRIPT_RESUME] = r_resume,
     [SCRIPT_STATS] = r_stats,
+    [SCRIPT_WEIGHT] = r_weight,
 };

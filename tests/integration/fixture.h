@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
@@ -182,6 +183,18 @@ static inline void assert_nothing_pushed(struct tc_conn *c, const char *what)
         if (barrier)
             return;
     }
+}
+
+/* Assert that the check op finds queue's store sound. */
+static inline void assert_check_clean(struct tc_conn *c, const char *queue)
+{
+    json_t *r = tc_call(c, "{\"op\":\"check\",\"queue\":\"%s\"}", queue);
+    assert_ok(r);
+    json_t *v = json_object_get(r, "violations");
+    char *d = json_dumps(v, JSON_COMPACT);
+    cr_assert(json_is_array(v) && json_array_size(v) == 0, "invariants violated: %s", d ? d : "?");
+    free(d);
+    json_decref(r);
 }
 
 /* The claimed jobs of a claim reply (asserting it is ok). */

@@ -99,17 +99,6 @@ static long long claim_all(struct tc_conn *c, const char *queue)
     }
 }
 
-static void assert_check_clean(struct tc_conn *c, const char *queue)
-{
-    json_t *r = tc_call(c, "{\"op\":\"check\",\"queue\":\"%s\"}", queue);
-    assert_ok(r);
-    json_t *v = json_object_get(r, "violations");
-    char *d = json_dumps(v, JSON_COMPACT);
-    cr_assert(json_is_array(v) && json_array_size(v) == 0, "check: %s", d ? d : "?");
-    free(d);
-    json_decref(r);
-}
-
 #define HOGS      64
 #define HOG_BYTES 700000
 #define GOOD      100000

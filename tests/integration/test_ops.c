@@ -30,16 +30,6 @@ static long long depth(struct tc_conn *c, const char *group)
     return d;
 }
 
-static void assert_check_clean(struct tc_conn *c, const char *queue)
-{
-    json_t *r = OK(c, "{\"op\":\"check\",\"queue\":\"%s\"}", queue);
-    json_t *v = json_object_get(r, "violations");
-    char *d = json_dumps(v, JSON_COMPACT);
-    cr_assert_eq(json_array_size(v), 0, "invariants violated: %s", d);
-    free(d);
-    json_decref(r);
-}
-
 Test(ops, limit_pause_resume_steer_the_rotation)
 {
     struct tc_conn *c = fx_conn();

@@ -480,6 +480,17 @@ export class Client extends EventEmitter {
     await this.request('limit', { queue, group, max: max === undefined ? null : max });
   }
 
+  /** A group's jobs per turn of the ring, 1..1000; null resets it to 1. */
+  async weight(queue, group, weight) {
+    await this.request('weight', { queue, group, weight: weight === undefined ? null : weight });
+  }
+
+  /** At most max leases of the group per perMs ms; max null removes the rate. */
+  async rate(queue, group, max, perMs) {
+    const removal = max === undefined || max === null;
+    await this.request('rate', { queue, group, max: removal ? null : max, per_ms: removal ? undefined : perMs });
+  }
+
   async pause(queue, group) {
     return (await this.request('pause', { queue, group })).changed;
   }
@@ -577,7 +588,7 @@ export class Client extends EventEmitter {
 /** The ops a Pipeline can queue: every Client op. */
 export const PIPELINE_OPS = Object.freeze([
   'ping', 'enqueue', 'enqueueMany', 'claim', 'stream', 'complete', 'fail', 'release', 'extend',
-  'limit', 'pause', 'resume', 'reassign', 'drain', 'depth', 'reap', 'stats', 'groups', 'job',
+  'limit', 'weight', 'rate', 'pause', 'resume', 'reassign', 'drain', 'depth', 'reap', 'stats', 'groups', 'job',
   'peek', 'remove', 'deadList', 'deadRetry', 'deadPurge', 'check', 'request',
 ]);
 

@@ -205,6 +205,39 @@ test('limit, pause, resume, reassign, drain, depth, reap, stats, groups, job, ch
   assert.deepEqual(await c.check(q), []);
 });
 
+test('weight: more turns for a group, shown by groups, pipelined in order', async () => {
+  const q = qname();
+  for (const g of ['TENa', 'TENb']) {
+    await c.enqueueMany(q, [0, 1, 2, 3].map((n) => ({ payload: n, job: `JOB${g}${n}` })), { group: g });
+  }
+  await c.weight(q, 'TENa', 3);
+  await assert.rejects(c.weight(q, 'TENa', 0), (e) => e instanceof ArgumentError);
+  const weights = (await c.groups(q)).groups.map((g) => [g.group, g.weight]).sort();
+  assert.deepEqual(weights, [['TENa', 3], ['TENb', 1]]);
+  const p = c.pipeline();
+  p.claim(q, { count: 4 });
+  p.weight(q, 'TENa', null);
+  p.claim(q, { count: 3 });
+  const r = await p.exec();
+  assert.deepEqual(r[0].value.map((j) => j.id), ['JOBTENa0', 'JOBTENa1', 'JOBTENa2', 'JOBTENb0']);
+  assert.deepEqual(r[2].value.map((j) => j.id), ['JOBTENa3', 'JOBTENb1', 'JOBTENb2']);
+  assert.deepEqual(await c.check(q), []);
+});
+
+test('rate: one lease of a held group, shown by groups, removed again', async () => {
+  const q = qname();
+  for (const g of ['TENa', 'TENb']) {
+    await c.enqueueMany(q, [0, 1, 2].map((n) => ({ payload: n, job: `JOB${g}${n}` })), { group: g });
+  }
+  await c.rate(q, 'TENa', 1, 60000);
+  await assert.rejects(c.rate(q, 'TENa', 1), (e) => e instanceof ArgumentError);
+  assert.deepEqual((await c.claim(q, { count: 6 })).map((j) => j.id), ['JOBTENa0', 'JOBTENb0', 'JOBTENb1', 'JOBTENb2']);
+  const held = Object.fromEntries((await c.groups(q)).groups.map((g) => [g.group, [g.rate, g.throttled]]));
+  assert.deepEqual(held, { TENa: [{ max: 1, per_ms: 60000 }, true], TENb: [null, false] });
+  await c.rate(q, 'TENa', null);
+  assert.deepEqual((await c.claim(q, { count: 6 })).map((j) => j.id), ['JOBTENa1', 'JOBTENa2']);
+});
+
 test('peek pages in service order; remove deletes a pending or delayed job; drain the flat set', async () => {
   const q = qname();
   await c.enqueueMany(q, [3, 1, 2].map((n) => ({ payload: n, job: `JOBk${n}` })), { group: 'TENacme' });

@@ -258,6 +258,22 @@ def limit(queue: str, group: str, max: Optional[int]) -> Call[None]:
     return Call(_req("limit", queue=queue, group=group, max=max or 0), _none)
 
 
+def weight(queue: str, group: str, weight: Optional[int]) -> Call[None]:
+    """Set one group's weight (5.26): its lane is served ``weight`` jobs
+    (1..1000) per turn of the ring; ``None`` resets it to the default, 1."""
+    r = _req("weight", queue=queue, group=group)
+    r["weight"] = weight  # None goes on the wire as null: the reset
+    return Call(r, _none)
+
+
+def rate(queue: str, group: str, max: Optional[int], per_ms: Optional[int] = None) -> Call[None]:
+    """Hold one group to at most ``max`` leases per ``per_ms`` ms (5.27),
+    on the backend's clock; ``max`` ``None`` removes the rate."""
+    r = _req("rate", queue=queue, group=group, per_ms=per_ms if max is not None else None)
+    r["max"] = max  # None goes on the wire as null: the removal
+    return Call(r, _none)
+
+
 def pause(queue: str, group: str) -> Call[bool]:
     """Pause one group (5.13): its lane leaves the ring; enqueues and
     in-flight jobs are untouched. Returns whether it was not paused
@@ -383,6 +399,6 @@ def request(op: str, **args: Any) -> Call[Reply]:
 OPS: List[Callable[..., Call[Any]]] = [
     hello, ping, quit, enqueue, enqueue_many, claim, stream, complete, fail, release, extend,
     limit, pause, resume, reassign, drain, depth, reap, stats, groups, job,
-    dead_list, dead_retry, dead_purge, check, peek, remove, request,
+    dead_list, dead_retry, dead_purge, check, peek, remove, weight, rate, request,
 ]
 """Every op, in the order of PROTOCOL.md section 5 (and ``request``)."""

@@ -131,6 +131,8 @@ class AsyncClient:
     release = _awaited(_ops.release)
     extend = _awaited(_ops.extend)
     limit = _awaited(_ops.limit)
+    weight = _awaited(_ops.weight)
+    rate = _awaited(_ops.rate)
     pause = _awaited(_ops.pause)
     resume = _awaited(_ops.resume)
     reassign = _awaited(_ops.reassign)

@@ -192,11 +192,22 @@ class GroupInfo:
     """Its ceiling; ``None`` without one."""
     paused: bool
     """Whether it is paused."""
+    weight: int = 1
+    """Its jobs per turn of the ring (1 unless set; 1 from a daemon without weights)."""
+    rate_max: Optional[int] = None
+    """Its rate: at most this many leases per ``rate_per_ms`` ms; ``None`` without one."""
+    rate_per_ms: Optional[int] = None
+    """The period of its rate, ms; ``None`` without one."""
+    throttled: bool = False
+    """Whether it is off the ring until its rate allows a lease."""
 
     @classmethod
     def from_wire(cls, g: Mapping[str, Any]) -> "GroupInfo":
         """Read one entry of a ``groups`` reply."""
-        return cls(str(g.get("group", "")), _int(g, "depth"), _int(g, "active"), _opt_int(g, "limit"), g.get("paused") is True)
+        r = g.get("rate")
+        rate: Mapping[str, Any] = r if isinstance(r, dict) else {}
+        return cls(str(g.get("group", "")), _int(g, "depth"), _int(g, "active"), _opt_int(g, "limit"), g.get("paused") is True,
+                   _int(g, "weight", 1), _opt_int(rate, "max"), _opt_int(rate, "per_ms"), g.get("throttled") is True)
 
 
 @dataclass(frozen=True)

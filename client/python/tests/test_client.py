@@ -153,6 +153,35 @@ def test_peek_remove_and_the_flat_drain(client: Client, other: Client, queue: st
     assert client.check(queue) == []
 
 
+def test_rate_holds_a_group_to_its_leases(client: Client, other: Client, queue: str) -> None:
+    for i in range(3):
+        client.enqueue(queue, i, group="TENa", job=f"JOBa{i}")
+        client.enqueue(queue, i, group="TENb", job=f"JOBb{i}")
+    assert client.rate(queue, "TENa", 1, 60000) is None
+    with pytest.raises(echomq.ArgumentError):
+        client.rate(queue, "TENa", 1)
+    assert [j.job for j in client.claim(queue, 6)] == ["JOBa0", "JOBb0", "JOBb1", "JOBb2"]
+    held = {g.group: (g.rate_max, g.rate_per_ms, g.throttled) for g in other.groups(queue).groups}
+    assert held == {"TENa": (1, 60000, True), "TENb": (None, None, False)}
+    client.rate(queue, "TENa", None)
+    assert [j.job for j in client.claim(queue, 6)] == ["JOBa1", "JOBa2"]
+    assert client.check(queue) == []
+
+
+def test_weight_gives_a_group_more_turns(client: Client, other: Client, queue: str) -> None:
+    for i in range(4):
+        client.enqueue(queue, i, group="TENa", job=f"JOBa{i}")
+        client.enqueue(queue, i, group="TENb", job=f"JOBb{i}")
+    assert client.weight(queue, "TENa", 3) is None
+    with pytest.raises(echomq.ArgumentError):
+        client.weight(queue, "TENa", 1001)
+    assert sorted((g.group, g.weight) for g in other.groups(queue).groups) == [("TENa", 3), ("TENb", 1)]
+    assert [j.job for j in client.claim(queue, 5)] == ["JOBa0", "JOBa1", "JOBa2", "JOBb0", "JOBa3"]
+    client.weight(queue, "TENa", None)
+    assert [g.weight for g in other.groups(queue).groups] == [1, 1]
+    assert client.check(queue) == []
+
+
 def test_reap_recovers_an_expired_lease(client: Client, other: Client, queue: str) -> None:
     job = client.enqueue(queue, 1, group="TENa").job
     client.claim(queue, lease_ms=1)

@@ -22,6 +22,19 @@ def test_enqueues_then_claims_in_order(client: Client, other: Client, queue: str
     assert [other.job(queue, f"JOBp{i}").attempts for i in range(3)] == [1, 1, 1]
 
 
+def test_a_weight_applies_to_the_claims_pipelined_after_it(client: Client, queue: str) -> None:
+    for g in ("TENa", "TENb"):
+        for i in range(4):
+            client.enqueue(queue, i, group=g, job=f"JOB{g}{i}")
+    with client.pipeline() as p:
+        p.weight(queue, "TENb", 2)
+        first = p.claim(queue, 3)
+        p.weight(queue, "TENb", None)
+        second = p.claim(queue, 3)
+    assert [j.group for j in first.result()] == ["TENa", "TENb", "TENb"]
+    assert [j.group for j in second.result()] == ["TENa", "TENb", "TENa"]
+
+
 def test_all_written_before_any_reply_is_read(client: Client, queue: str) -> None:
     # The claim parks (it finds nothing) and holds its reply back; only an
     # enqueue written behind it, before that reply was read, can serve it.

@@ -1,0 +1,240 @@
+/* Rates (lua/rate.lua; the claim's GCRA; promote's return of throttled
+ * lanes): on the real Redis clock, with short periods. A lane leased
+ * under its rate leaves the ring for the throttled index, due when the
+ * rate allows its next lease; promote returns it then, waking a parked
+ * consumer if the ring was empty. The tests wait for the server clock to
+ * pass a due time, never for a length of time. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_run.h"
+#include "lanes_fixture.h"
+
+TestSuite(rate, .init = fx_setup, .fini = fx_teardown, .timeout = 120);
+
+static void enqueue_n(const char *group, int n)
+{
+    char job[72];
+    for (int i = 0; i < n; i++) {
+        snprintf(job, sizeof(job), "JOB%s-%05d", group, i);
+        cr_assert_eq(fx_enqueue(job, group, "{}"), 1);
+    }
+}
+
+static void rate(const char *group, const char *max, const char *per)
+{
+    cr_assert_eq(fx_int(SCRIPT_RATE, group, max, per, NULL), 1);
+}
+
+/* g's due time in the throttled index, -1 when it is not there. */
+static long long due_of(const char *g)
+{
+    redisReply *r = redisCommand(fx_conn, "ZSCORE %sthrottled %s", fx_q.prefix, g);
+    cr_assert_not_null(r);
+    long long v = r->type == REDIS_REPLY_STRING ? (long long)strtod(r->str, NULL) : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+/* Run promote; how many jobs and lanes it moved, and *next its "ms to the
+ * next due" answer. */
+static long long promote(long long *next)
+{
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_PROMOTE, "1000", NULL);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    long long n = r->element[0]->integer;
+    if (next != NULL)
+        *next = r->element[1]->integer;
+    freeReplyObject(r);
+    return n;
+}
+
+static long long wake_tokens(void)
+{
+    redisReply *r = redisCommand(fx_conn, "LLEN %s", fx_q.names[KEY_WAKE]);
+    long long n = r->integer;
+    freeReplyObject(r);
+    freeReplyObject(redisCommand(fx_conn, "DEL %s", fx_q.names[KEY_WAKE]));
+    return n;
+}
+
+LANE_TEST(rate, a_batch_claim_takes_one_lease_of_a_rated_lane_and_the_rest_elsewhere)
+{
+    enqueue_n("TENa", 5);
+    enqueue_n("TENb", 3);
+    rate("TENa", "3", "30000"); /* one lease every 10 s */
+    struct leased j[10];
+    long long deadline;
+    cr_assert_eq(fx_claim(10, 30000, j, &deadline), 4);
+    const char *want[] = {"TENa", "TENb", "TENb", "TENb"};
+    for (int i = 0; i < 4; i++)
+        cr_assert_str_eq(j[i].group, want[i], "position %d", i);
+    char ring[64];
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "", "TENa is held by its rate, TENb is empty");
+    long long leased_at = deadline - 30000;
+    cr_assert_eq(due_of("TENa"), leased_at + 10000, "due one spacing after the lease");
+    long long next = 0;
+    cr_assert_eq(promote(&next), 0, "nothing is due yet");
+    cr_assert_gt(next, 0);
+    cr_assert_leq(next, 10000, "promote's next answer counts the throttled lane");
+}
+
+LANE_TEST(rate, a_held_lane_returns_when_due_and_wakes_an_empty_ring)
+{
+    enqueue_n("TENa", 3);
+    rate("TENa", "1", "150");
+    struct leased j[3];
+    long long deadline;
+    cr_assert_eq(fx_claim(3, 30000, j, &deadline), 1);
+    long long due = due_of("TENa");
+    cr_assert_eq(due, deadline - 30000 + 150);
+    wake_tokens();
+    fx_await_past(due);
+    cr_assert_eq(promote(NULL), 1, "the lane is due: promote returns it");
+    char ring[64];
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "TENa");
+    cr_assert_eq(wake_tokens(), 1, "it joined an empty ring: parked consumers are woken");
+    cr_assert_eq(due_of("TENa"), -1);
+    cr_assert_eq(fx_claim(3, 30000, j, &deadline), 1);
+    cr_assert_str_eq(j[0].job, "JOBTENa-00001");
+}
+
+/* Drive a rated lane to empty with claims and promotes: every lease is at
+ * least the spacing after the one before, on the server clock, so no
+ * window of per_ms holds more than max. */
+LANE_TEST(rate, leases_are_spaced_by_the_rate_on_the_server_clock)
+{
+    enqueue_n("TENa", 6);
+    enqueue_n("TENb", 40);
+    rate("TENa", "2", "100"); /* spacing 50 ms */
+    long long at[6];
+    int got = 0;
+    while (got < 6) {
+        struct leased j[8];
+        long long deadline;
+        size_t n = fx_claim(8, 30000, j, &deadline);
+        for (size_t i = 0; i < n; i++) {
+            char st[32];
+            if (strcmp(j[i].group, "TENa") == 0)
+                at[got++] = deadline - 30000;
+            fx_complete(j[i].job, j[i].lease, st, sizeof(st));
+        }
+        long long due = due_of("TENa");
+        if (due >= 0) {
+            fx_await_past(due - 1);
+            promote(NULL);
+        }
+    }
+    for (int i = 1; i < 6; i++)
+        cr_assert_geq(at[i] - at[i - 1], 50, "lease %d came %lld ms after the one before", i,
+                      at[i] - at[i - 1]);
+    for (int i = 2; i < 6; i++)
+        cr_assert_geq(at[i] - at[i - 2], 100, "three leases within one period");
+}
+
+LANE_TEST(rate, an_enqueue_into_an_emptied_held_lane_waits_for_the_due_time)
+{
+    enqueue_n("TENa", 1);
+    rate("TENa", "1", "60000");
+    struct leased j[2];
+    cr_assert_eq(fx_claim(2, 30000, j, NULL), 1);
+    cr_assert_eq(due_of("TENa"), -1, "an empty lane waits for nothing");
+    cr_assert_eq(fx_enqueue("JOBTENa-later", "TENa", "{}"), 1);
+    char ring[64];
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "", "the rate still holds it");
+    cr_assert_gt(due_of("TENa"), 0, "it waits in the throttled index");
+    cr_assert_eq(fx_claim(2, 30000, j, NULL), 0);
+}
+
+LANE_TEST(rate, removing_the_rate_returns_the_lane_at_once)
+{
+    enqueue_n("TENa", 3);
+    rate("TENa", "1", "60000");
+    struct leased j[3];
+    cr_assert_eq(fx_claim(3, 30000, j, NULL), 1);
+    cr_assert_gt(due_of("TENa"), 0);
+    rate("TENa", "0", "0");
+    cr_assert_eq(due_of("TENa"), -1);
+    char ring[64];
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "TENa");
+    cr_assert_eq(fx_claim(3, 30000, j, NULL), 2);
+    redisReply *r = redisCommand(fx_conn, "HGETALL %s", fx_q.names[KEY_GLIMIT]);
+    cr_assert_eq(r->elements, 0, "no setting is left behind");
+    freeReplyObject(r);
+}
+
+LANE_TEST(rate, a_paused_or_full_lane_that_comes_due_stays_off_until_it_can_run)
+{
+    enqueue_n("TENa", 4);
+    rate("TENa", "1", "2000"); /* long enough that the complete comes before it */
+    cr_assert_eq(fx_int(SCRIPT_LIMIT, "TENa", "1", NULL), 1);
+    struct leased j[4];
+    cr_assert_eq(fx_claim(4, 30000, j, NULL), 1);
+    cr_assert_eq(due_of("TENa"), -1, "at its ceiling: held by that, not the rate");
+    char st[32], ring[64];
+    fx_complete(j[0].job, j[0].lease, st, sizeof(st));
+    long long due = due_of("TENa");
+    cr_assert_gt(due, 0, "a permit back, and the rate holds it");
+    cr_assert_eq(fx_int(SCRIPT_PAUSE, "TENa", NULL), 1);
+    fx_await_past(due);
+    cr_assert_eq(promote(NULL), 1);
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "", "due, but paused");
+    cr_assert_eq(fx_int(SCRIPT_RESUME, "TENa", NULL), 1);
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "TENa", "resumed, and the rate allows it");
+}
+
+LANE_TEST(rate, a_rate_and_a_weight_together_give_one_job_per_spacing)
+{
+    enqueue_n("TENa", 5);
+    enqueue_n("TENb", 5);
+    cr_assert_eq(fx_int(SCRIPT_WEIGHT, "TENa", "3", NULL), 1);
+    rate("TENa", "1", "60000");
+    struct leased j[6];
+    cr_assert_eq(fx_claim(6, 30000, j, NULL), 6);
+    const char *want[] = {"TENa", "TENb", "TENb", "TENb", "TENb", "TENb"};
+    for (int i = 0; i < 6; i++)
+        cr_assert_str_eq(j[i].group, want[i], "position %d", i);
+}
+
+LANE_TEST(rate, the_script_refuses_bad_rates_and_writes_nothing)
+{
+    enqueue_n("TENa", 1);
+    char code[32];
+    const char *bad[][2] = {{"-1", "10"}, {"1000001", "10"}, {"1.5", "10"}, {"x", "10"},
+                            {"1", "0"},   {"1", "86400001"}, {"1", "y"},    {"1", ""}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        fx_error(code, sizeof(code), SCRIPT_RATE, "TENa", bad[i][0], bad[i][1], NULL);
+        cr_assert_str_eq(code, "EARG", "rate %s per %s", bad[i][0], bad[i][1]);
+    }
+    fx_error(code, sizeof(code), SCRIPT_RATE, "bad", "1", "10", NULL);
+    cr_assert_str_eq(code, "EBRAND");
+    redisReply *r = redisCommand(fx_conn, "EXISTS %s", fx_q.names[KEY_GLIMIT]);
+    cr_assert_eq(r->integer, 0);
+    freeReplyObject(r);
+}
+
+Test(rate, the_check_finds_a_held_lane_without_a_due_time)
+{
+    enqueue_n("TENa", 3);
+    rate("TENa", "1", "60000");
+    struct leased j[3];
+    cr_assert_eq(fx_claim(3, 30000, j, NULL), 1);
+    fx_assert_invariants(&fx_q);
+    freeReplyObject(redisCommand(fx_conn, "ZREM %sthrottled TENa", fx_q.prefix));
+    struct check_result res;
+    check_run(fx_conn, &fx_q, 100, &res);
+    cr_assert(check_has(&res, "held by its rate but has no due time"), "%zu violations", res.n);
+    check_result_free(&res);
+    freeReplyObject(redisCommand(fx_conn, "ZADD %sthrottled 1 TENb", fx_q.prefix));
+    check_run(fx_conn, &fx_q, 100, &res);
+    cr_assert(check_has(&res, "TENb is held for a rate it does not have"), "%zu", res.n);
+    check_result_free(&res);
+}
