@@ -16,6 +16,16 @@ const char *cmd_str(const struct req *r, const char *name)
     return s != NULL ? s : "";
 }
 
+bool cmd_check_cursor(struct req *r)
+{
+    const char *cursor = request_string(r->root, "cursor", NULL);
+    if (cursor != NULL && (cursor[0] == '\0' || cursor[strspn(cursor, "0123456789")] != '\0')) {
+        req_error(r, WIRE_EARG, "argument \"cursor\" must be a cursor from a previous reply");
+        return false;
+    }
+    return true;
+}
+
 /* --- hello, ping, quit ------------------------------------------------- */
 
 static const struct arg_spec hello_spec[] = {
@@ -75,7 +85,7 @@ const struct cmd cmd_session[] = {
     {NULL, NULL, NULL, 0},
 };
 
-static const struct cmd *const tables[] = {cmd_session, cmd_jobs, cmd_admin};
+static const struct cmd *const tables[] = {cmd_session, cmd_jobs, cmd_admin, cmd_view};
 
 const struct cmd *cmd_at(size_t i)
 {
