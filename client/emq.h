@@ -373,6 +373,13 @@ int emq_remove(struct emq *c, const char *queue, const char *job, enum emq_state
  * reference to an array of sentences, empty when all hold. */
 int emq_check(struct emq *c, const char *queue, json_t **violations);
 
+/* One page of the queue registry with each queue's totals (5.26). cursor
+ * NULL or "0" starts; count 0 is the daemon's default page size. On
+ * EMQ_OK *queues is a new reference to the array of
+ * {"queue","pending","active","delayed","dead","groups","paused"} and
+ * next (33 bytes) the cursor to pass back, "0" when done. */
+int emq_queues(struct emq *c, const char *cursor, int count, json_t **queues, char next[33]);
+
 /* Round trip to the server (5.2). */
 int emq_ping(struct emq *c);
 

@@ -175,6 +175,21 @@ export interface GroupsPage {
   /** Pass back for the next page; "0": done. */
   cursor: string;
 }
+/** One queue of a queues page (PROTOCOL.md 5.26): stats' meanings. */
+export interface QueueInfo {
+  queue: string;
+  pending: number;
+  active: number;
+  delayed: number;
+  dead: number;
+  groups: number;
+  paused: number;
+}
+export interface QueuesPage {
+  queues: QueueInfo[];
+  /** Pass back for the next page; "0": done. */
+  cursor: string;
+}
 /** A job's row (PROTOCOL.md 5.21). */
 export interface JobRow {
   job: string;
@@ -303,6 +318,9 @@ export declare class Client extends EventEmitter {
   stats(queue: string): Promise<Stats>;
   groups(queue: string, options?: { cursor?: string; count?: number }): Promise<GroupsPage>;
   allGroups(queue: string, options?: { count?: number }): AsyncGenerator<GroupInfo, void, void>;
+  /** One page of the queue registry with each queue's totals (5.26). */
+  queues(options?: { cursor?: string; count?: number }): Promise<QueuesPage>;
+  allQueues(options?: { count?: number }): AsyncGenerator<QueueInfo, void, void>;
   job(queue: string, job: string): Promise<JobRow>;
   /** One page of jobs in service order, each with its row (5.24). */
   peek(queue: string, options?: PeekOptions): Promise<PeekPage>;

@@ -26,8 +26,8 @@ TestSuite(emqctl_usage, .timeout = 30);
 
 /* Every command, for the help and man page checks. */
 static const char *const commands[] = {
-    "ping", "stats", "groups", "depth",  "limit", "pause", "resume",  "reassign", "drain",
-    "reap", "job",   "peek",   "remove", "dead",  "check", "enqueue", "top",      "help",
+    "ping", "stats", "groups", "depth", "limit", "pause",  "resume",  "reassign", "drain", "reap",
+    "job",  "peek",  "remove", "dead",  "check", "queues", "enqueue", "top",      "help",
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -522,6 +522,49 @@ Test(emqctl, groups_pages_through_250_groups)
     r = CTL("groups", "q", "--limit", "10");
     assert_exit(r, 0);
     cr_assert_eq(count_lines(r.out), 11, "a header and 10 rows:\n%s", r.out);
+    run_free(&r);
+    tc_close(c);
+}
+
+/* queues: the registry's table with each queue's totals, paged; --json
+ * prints each page's reply as it came. */
+Test(emqctl, queues_table_and_json_pages)
+{
+    struct tc_conn *c = fx_conn();
+    enqueue(c, "JOBq1", "TENa");
+    enqueue(c, "JOBq2", "TENb");
+    json_decref(OK(c, "{\"op\":\"pause\",\"queue\":\"q\",\"group\":\"TENb\"}"));
+    json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"other\",\"delay_ms\":600000,"
+                      "\"payload\":1}"));
+
+    struct run r = CTL("queues");
+    assert_exit(r, 0);
+    char line[256];
+    cr_assert_str_eq(line_with(r.out, "QUEUE", line, sizeof(line)),
+                     "QUEUE  PENDING  ACTIVE  DELAYED  DEAD  GROUPS  PAUSED");
+    cr_assert_str_eq(line_with(r.out, "q ", line, sizeof(line)),
+                     "q            2       0        0     0       2       1");
+    cr_assert_str_eq(line_with(r.out, "other", line, sizeof(line)),
+                     "other        0       0        1     0       0       0");
+    cr_assert_eq(count_lines(r.out), 3);
+    run_free(&r);
+
+    r = CTL("queues", "--json", "--page-size", "1");
+    assert_exit(r, 0);
+    int pages = count_lines(r.out);
+    size_t total = 0;
+    for (int p = 0; p < pages; p++) {
+        json_t *page = json_line(r.out, p);
+        total += json_array_size(json_object_get(page, "queues"));
+        cr_assert_eq(strcmp(jstr(page, "cursor"), "0") == 0, p == pages - 1);
+        json_decref(page);
+    }
+    cr_assert_eq(total, 2);
+    run_free(&r);
+
+    r = CTL("queues", "--limit", "1");
+    assert_exit(r, 0);
+    cr_assert_eq(count_lines(r.out), 2, "a header and 1 row:\n%s", r.out);
     run_free(&r);
     tc_close(c);
 }

@@ -486,6 +486,38 @@ Test(libemq, admin_levers_and_reads)
     emq_close(c);
 }
 
+/* The daemon-wide views: queues paged one queue at a time. */
+Test(libemq, daemon_wide_views)
+{
+    struct emq *c = lib_conn();
+    put(c, "va", "JOBa1", "TENa", 1);
+    put(c, "va", "JOBa2", "TENb", 2);
+    put(c, "vb", "JOBb1", "TENa", 3);
+    bool changed;
+    assert_emq_ok(c, emq_pause(c, "vb", "TENa", &changed));
+    char cursor[33] = "0";
+    int pages = 0, seen = 0;
+    do {
+        json_t *page = NULL;
+        assert_emq_ok(c, emq_queues(c, cursor, 1, &page, cursor));
+        for (size_t i = 0; i < json_array_size(page); i++) {
+            json_t *q = json_array_get(page, i);
+            const char *name = json_string_value(json_object_get(q, "queue"));
+            bool a = strcmp(name, "va") == 0;
+            cr_assert(a || strcmp(name, "vb") == 0, "unknown queue %s", name);
+            cr_assert_eq(json_integer_value(json_object_get(q, "pending")), a ? 2 : 1);
+            cr_assert_eq(json_integer_value(json_object_get(q, "groups")), a ? 2 : 1);
+            cr_assert_eq(json_integer_value(json_object_get(q, "paused")), a ? 0 : 1);
+            seen++;
+        }
+        json_decref(page);
+        cr_assert_lt(++pages, 20);
+    } while (strcmp(cursor, "0") != 0);
+    cr_assert_eq(seen, 2);
+    assert_emq_err(c, emq_queues(c, "x", 0, &(json_t *){0}, cursor), EMQ_EARG);
+    emq_close(c);
+}
+
 Test(libemq, dead_list_retry_purge)
 {
     struct emq *c = lib_conn();

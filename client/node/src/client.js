@@ -503,6 +503,24 @@ export class Client extends EventEmitter {
     } while (cursor !== '0');
   }
 
+  /** One page of the queue registry with each queue's totals (5.26). */
+  async queues(options) {
+    const o = checkOptions('queues', options, ['cursor', 'count']);
+    const r = await this.request('queues', { cursor: o.cursor, count: o.count });
+    return { queues: r.queues, cursor: r.cursor };
+  }
+
+  /** Every queue of the registry, page after page. */
+  async *allQueues(options) {
+    const o = checkOptions('allQueues', options, ['count']);
+    let cursor = '0';
+    do {
+      const page = await this.queues({ cursor, count: o.count });
+      yield* page.queues;
+      cursor = page.cursor;
+    } while (cursor !== '0');
+  }
+
   async job(queue, job) {
     return (await this.request('job', { queue, job })).job;
   }
@@ -555,7 +573,7 @@ export class Client extends EventEmitter {
 export const PIPELINE_OPS = Object.freeze([
   'ping', 'enqueue', 'enqueueMany', 'claim', 'stream', 'complete', 'fail', 'release', 'extend',
   'limit', 'pause', 'resume', 'reassign', 'drain', 'depth', 'reap', 'stats', 'groups', 'job',
-  'peek', 'remove', 'deadList', 'deadRetry', 'deadPurge', 'check', 'request',
+  'peek', 'remove', 'deadList', 'deadRetry', 'deadPurge', 'check', 'queues', 'request',
 ]);
 
 /** Calls queued on a client and written together by `exec()`, in one

@@ -224,6 +224,22 @@ test('peek pages in service order; remove deletes a pending or delayed job; drai
   assert.equal(await c.depth(q, 'TENacme'), 1);
 });
 
+test('queues pages the registry with each queue\'s totals', async () => {
+  // The file's daemon holds the other tests' queues too: find ours.
+  const q = qname();
+  await c.enqueue(q, 1, { group: 'TENa' });
+  await c.enqueue(q, 2, { group: 'TENb' });
+  await c.pause(q, 'TENb');
+  await c.enqueue(`${q}x`, 3, { delayMs: 600000 });
+  const found = new Map();
+  for await (const row of c.allQueues({ count: 1 })) found.set(row.queue, row);
+  assert.deepEqual(found.get(q), { queue: q, pending: 2, active: 0, delayed: 0, dead: 0, groups: 2, paused: 1 });
+  assert.equal(found.get(`${q}x`).delayed, 1);
+  const page = await c.queues({ count: 1000 });
+  assert.equal(page.cursor, '0');
+  await assert.rejects(c.queues({ cursor: 'x' }), ArgumentError);
+});
+
 test('dead list, retry, purge', async () => {
   const q = qname();
   for (const id of ['JOBd1', 'JOBd2']) {

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, Optional, TypeVar, Union
 
 from .errors import EmqError, error_class, error_from_reply
-from .types import DeadJob, Enqueued, GroupsPage, Hello, Item, JobInfo, LeasedJob, LeaseRef, PeekPage, Stats
+from .types import DeadJob, Enqueued, GroupsPage, Hello, Item, JobInfo, LeasedJob, LeaseRef, PeekPage, QueuesPage, Stats
 
 T = TypeVar("T")
 Reply = Dict[str, Any]
@@ -313,6 +313,13 @@ def groups(queue: str, cursor: Optional[str] = None, count: Optional[int] = None
     previous page's; default the start). ``count`` is a page-size hint.
     The last page has ``cursor`` ``"0"``."""
     return Call(_req("groups", queue=queue, cursor=cursor, count=count), lambda r, at: GroupsPage.from_wire(r))
+
+
+def queues(cursor: Optional[str] = None, count: Optional[int] = None) -> Call[QueuesPage]:
+    """One page of the queue registry with each queue's totals (5.26),
+    from ``cursor`` (the previous page's; default the start). ``count``
+    is a page-size hint. The last page has ``cursor`` ``"0"``."""
+    return Call(_req("queues", cursor=cursor, count=count), lambda r, at: QueuesPage.from_wire(r))
 
 
 def job(queue: str, job: str) -> Call[JobInfo]:

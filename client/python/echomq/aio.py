@@ -136,6 +136,7 @@ class AsyncClient:
     reap = _awaited(_ops.reap)
     stats = _awaited(_ops.stats)
     groups = _awaited(_ops.groups)
+    queues = _awaited(_ops.queues)
     job = _awaited(_ops.job)
     dead_list = _awaited(_ops.dead_list)
     dead_retry = _awaited(_ops.dead_retry)

@@ -19,6 +19,8 @@ __all__ = [
     "Stats",
     "GroupInfo",
     "GroupsPage",
+    "QueueInfo",
+    "QueuesPage",
     "JobInfo",
     "DeadJob",
 ]
@@ -218,6 +220,53 @@ class GroupsPage:
         """Read a ``groups`` reply."""
         gs = r.get("groups")
         return cls([GroupInfo.from_wire(g) for g in gs] if isinstance(gs, list) else [], str(r.get("cursor", "0")))
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    """One queue of a ``queues`` page (5.26); the counts mean what
+    :class:`Stats`' do."""
+
+    queue: str
+    """The queue name."""
+    pending: int
+    """Pending jobs in every lane and the flat set."""
+    active: int
+    """Leased jobs."""
+    delayed: int
+    """Jobs waiting for their time."""
+    dead: int
+    """Dead-lettered jobs."""
+    groups: int
+    """Registered groups."""
+    paused: int
+    """Paused groups."""
+
+    @classmethod
+    def from_wire(cls, q: Mapping[str, Any]) -> "QueueInfo":
+        """Read one entry of a ``queues`` reply."""
+        return cls(str(q.get("queue", "")), *(_int(q, k) for k in ("pending", "active", "delayed", "dead", "groups", "paused")))
+
+
+@dataclass(frozen=True)
+class QueuesPage:
+    """One page of the queue registry (5.26)."""
+
+    queues: List[QueueInfo]
+    """The queues of this page (in no order)."""
+    cursor: str
+    """Pass it back for the next page; ``"0"``: this was the last."""
+
+    @property
+    def done(self) -> bool:
+        """True on the last page."""
+        return self.cursor == "0"
+
+    @classmethod
+    def from_wire(cls, r: Mapping[str, Any]) -> "QueuesPage":
+        """Read a ``queues`` reply."""
+        qs = r.get("queues")
+        return cls([QueueInfo.from_wire(q) for q in qs] if isinstance(qs, list) else [], str(r.get("cursor", "0")))
 
 
 @dataclass(frozen=True)

@@ -153,6 +153,28 @@ def test_peek_remove_and_the_flat_drain(client: Client, other: Client, queue: st
     assert client.check(queue) == []
 
 
+def test_queues_pages_the_registry_with_totals(client: Client, queue: str) -> None:
+    # The session's daemon holds other tests' queues too: page through
+    # all of them, one at a time, and find this test's two.
+    client.enqueue(queue, 1, group="TENa")
+    client.enqueue(queue, 2, group="TENb")
+    client.pause(queue, "TENb")
+    client.enqueue(queue + "x", 3, delay_ms=600000)
+    found = {}
+    page = client.queues(count=1)
+    for _ in range(10000):
+        found.update({q.queue: q for q in page.queues})
+        if page.done:
+            break
+        page = client.queues(page.cursor, count=1)
+    assert page.done
+    a, b = found[queue], found[queue + "x"]
+    assert (a.pending, a.active, a.delayed, a.dead, a.groups, a.paused) == (2, 0, 0, 0, 2, 1)
+    assert (b.pending, b.delayed, b.groups) == (0, 1, 0)
+    with pytest.raises(echomq.ArgumentError):
+        client.queues("x")
+
+
 def test_reap_recovers_an_expired_lease(client: Client, other: Client, queue: str) -> None:
     job = client.enqueue(queue, 1, group="TENa").job
     client.claim(queue, lease_ms=1)

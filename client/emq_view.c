@@ -1,0 +1,36 @@
+/* emq_view: libemq's daemon-wide views (queues) and the paging they
+ * share with groups (see emq.h). */
+#include "emq_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int emq_scan_page(struct emq *c, json_t *req, const char *cursor, int count, const char *key,
+                  json_t **reply, json_t **arr, char next[33])
+{
+    if (req != NULL && cursor != NULL)
+        json_object_set_new(req, "cursor", json_string(cursor));
+    if (req != NULL && count != 0)
+        json_object_set_new(req, "count", json_integer(count));
+    *reply = NULL;
+    int rc = emq_call(c, req, reply, 0);
+    *arr = json_object_get(*reply, key);
+    const char *cur = json_string_value(json_object_get(*reply, "cursor"));
+    if (rc == EMQ_OK && (!json_is_array(*arr) || cur == NULL || strlen(cur) > 32))
+        rc = emq_seterr(c, EMQ_EBADREPLY, "%s reply without %s and cursor", key, key);
+    if (rc == EMQ_OK)
+        snprintf(next, 33, "%s", cur);
+    return rc;
+}
+
+int emq_queues(struct emq *c, const char *cursor, int count, json_t **queues, char next[33])
+{
+    json_t *req = queues != NULL && next != NULL ? json_pack("{s:s}", "op", "queues") : NULL;
+    json_t *reply, *arr;
+    int rc = emq_scan_page(c, req, cursor, count, "queues", &reply, &arr, next);
+    if (rc == EMQ_OK)
+        *queues = json_incref(arr);
+    json_decref(reply);
+    return rc;
+}
