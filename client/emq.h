@@ -32,7 +32,7 @@ extern "C" {
  * "ELEASE"); see emq_code_name() and emq_code_from_name(). */
 enum emq_code {
     EMQ_OK = 0,
-/* Server error codes (protocol section 3), EMQ_EPROTO ... EMQ_EFULL,
+/* Server error codes (protocol section 3), EMQ_EPROTO ... EMQ_ENOTFOUND,
  * from the one table (emq_errors.def, installed beside this file). */
 #define EMQ_ERROR(name, summary, class) EMQ_E##name,
 #include "emq_errors.def"

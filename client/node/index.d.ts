@@ -10,7 +10,8 @@ export declare const CODES: Readonly<Record<WireCode, readonly [number, string, 
 
 export type WireCode =
   | 'EPROTO' | 'EUNKNOWN' | 'EARG' | 'EKIND' | 'EBRAND' | 'EQUEUE' | 'ETOOBIG' | 'EEMPTY'
-  | 'ENOJOB' | 'ESTATE' | 'ELEASE' | 'EAUTH' | 'EUNAVAILABLE' | 'EINTERNAL' | 'ELIMIT' | 'EFULL';
+  | 'ENOJOB' | 'ESTATE' | 'ELEASE' | 'EAUTH' | 'EUNAVAILABLE' | 'EINTERNAL' | 'ELIMIT' | 'EFULL'
+  | 'ENOTFOUND';
 /** The client's own codes: ECONN (cannot connect, or the connection
  * broke), ETIMEOUT (no reply in time), EUSAGE (the API was misused). */
 export type ClientCode = 'ECONN' | 'ETIMEOUT' | 'EUSAGE';
@@ -45,6 +46,7 @@ export declare const UnavailableError: WireErrorClass<'EUNAVAILABLE'>;
 export declare const InternalError: WireErrorClass<'EINTERNAL'>;
 export declare const LimitError: WireErrorClass<'ELIMIT'>;
 export declare const FullError: WireErrorClass<'EFULL'>;
+export declare const NotFoundError: WireErrorClass<'ENOTFOUND'>;
 /** code -> class, for every wire code. */
 export declare const ERROR_CLASSES: { readonly [C in WireCode]: WireErrorClass<C> };
 

@@ -79,8 +79,7 @@ static bool take(struct waiter *w, const struct store_job *sj, long long deadlin
     struct consumer *k = of(w);
     struct client *c = k->c;
     struct reply_job j;
-    if (lease_hold(c, w->q, sj->id, sj->id_len, sj->lease, w->lease_ms, k->stream ? k : NULL) !=
-        0) {
+    if (lease_hold(c, w->q, sj, deadline, w->lease_ms, k->stream ? k : NULL) != 0) {
         struct store_pair back = {sj->id, sj->lease};
         log_event(LOG_WARN, "out of memory: a leased job is given back", "client=%s queue=%s",
                   c->addr, w->q->name);

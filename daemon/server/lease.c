@@ -27,11 +27,11 @@ static void stream_forget(struct consumer *s)
     }
 }
 
-int lease_hold(struct client *c, struct queue *q, const char *job, size_t jlen, const char *lease,
+int lease_hold(struct client *c, struct queue *q, const struct store_job *sj, long long until,
                uint64_t lease_ms, struct consumer *stream)
 {
     char key[sizeof(((struct lease *)0)->key)];
-    size_t klen = held_key(q, job, jlen, key, sizeof(key));
+    size_t klen = held_key(q, sj->id, sj->id_len, key, sizeof(key));
     struct lease *l = map_get(&c->held, key, klen);
     struct consumer *was = NULL;
     if (l != NULL) {
@@ -52,7 +52,9 @@ int lease_hold(struct client *c, struct queue *q, const char *job, size_t jlen, 
         }
     }
     l->stream = stream;
-    snprintf(l->lease, sizeof(l->lease), "%s", lease);
+    snprintf(l->lease, sizeof(l->lease), "%s", sj->lease);
+    snprintf(l->group, sizeof(l->group), "%.*s", (int)sj->group_len, sj->group ? sj->group : "");
+    l->until = until;
     l->expires = uv_now(c->srv->loop) + lease_ms;
     l->since_ns = uv_hrtime();
     if (stream != NULL)
@@ -71,13 +73,15 @@ static struct lease *held(struct client *c, struct queue *q, const char *job, si
 }
 
 void lease_extend(struct client *c, struct queue *q, const char *job, size_t jlen,
-                  const char *token, uint64_t lease_ms)
+                  const char *token, uint64_t lease_ms, long long until)
 {
     char key[sizeof(((struct lease *)0)->key)];
     size_t klen;
     struct lease *l = held(c, q, job, jlen, token, key, &klen);
-    if (l != NULL)
+    if (l != NULL) {
         l->expires = uv_now(c->srv->loop) + lease_ms;
+        l->until = until;
+    }
 }
 
 /* Leases whose time ran out are not ours any more (the reaper gives the

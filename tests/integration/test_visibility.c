@@ -334,3 +334,275 @@ Test(visibility, groups_pages_over_100000_groups)
     free(seen);
     tc_close(c);
 }
+
+/* --- clients ------------------------------------------------------------ */
+
+/* The row of connection id in a clients page, or NULL. */
+static json_t *client_of(json_t *page, long long id)
+{
+    json_t *rows = json_object_get(page, "clients");
+    for (size_t i = 0; i < json_array_size(rows); i++)
+        if (jint(json_array_get(rows, i), "id") == id)
+            return json_array_get(rows, i);
+    return NULL;
+}
+
+/* The id of c's own connection: the row clients marks self. */
+static long long own_id(struct tc_conn *c)
+{
+    json_t *p = OK(c, "{\"op\":\"clients\",\"count\":1000}");
+    json_t *rows = json_object_get(p, "clients");
+    long long id = -1;
+    int selves = 0;
+    for (size_t i = 0; i < json_array_size(rows); i++)
+        if (json_is_true(json_object_get(json_array_get(rows, i), "self"))) {
+            id = jint(json_array_get(rows, i), "id");
+            selves++;
+        }
+    cr_assert_eq(selves, 1, "exactly one row is the asker's own");
+    json_decref(p);
+    return id;
+}
+
+/* A worker's connection as another sees it: its name from hello, its
+ * stream with credit and what is out on it, its leases; with its id, the
+ * leases it holds (job, group, deadline) and never their tokens. */
+Test(visibility, clients_shows_names_streams_and_leases_never_tokens)
+{
+    struct tc_conn *w = fx_conn(), *a = fx_conn();
+    json_decref(OK(w, "{\"op\":\"hello\",\"protocol\":1,\"name\":\"worker-1\"}"));
+    long long wid = own_id(w), aid = own_id(a);
+    cr_assert_neq(wid, aid);
+    for (int i = 0; i < 3; i++)
+        json_decref(OK(a,
+                       "{\"op\":\"enqueue\",\"queue\":\"cq\",\"job\":\"JOBc%d\",\"group\":"
+                       "\"TENg%d\",\"payload\":%d}",
+                       i, i, i));
+    cr_assert_eq(tc_send_line(w, "{\"op\":\"stream\",\"queue\":\"cq\",\"credit\":2}"), 0);
+    char lease[2][32], job[2][80];
+    long long until[2];
+    for (int got = 0, replies = 0; got < 2 || replies < 1;) {
+        json_t *m = tc_read(w, wait_deadline_ms(0));
+        cr_assert_not_null(m, "the stream's reply and two pushes");
+        if (json_object_get(m, "push") != NULL) {
+            snprintf(lease[got], sizeof(lease[got]), "%s", jstr(m, "lease"));
+            snprintf(job[got], sizeof(job[got]), "%s", jstr(m, "job"));
+            until[got++] = jint(m, "lease_until");
+        } else {
+            assert_ok(m);
+            replies++;
+        }
+        json_decref(m);
+    }
+
+    json_t *p = OK(a, "{\"op\":\"clients\"}");
+    json_t *row = client_of(p, wid), *me = client_of(p, aid);
+    cr_assert_not_null(row);
+    cr_assert_not_null(me);
+    cr_assert_str_eq(jstr(row, "name"), "worker-1");
+    cr_assert(json_is_null(json_object_get(me, "name")), "no hello: no name");
+    cr_assert(json_is_false(json_object_get(row, "self")));
+    cr_assert(json_is_true(json_object_get(me, "self")));
+    cr_assert_eq(jint(row, "leases"), 2);
+    cr_assert_eq(jint(me, "leases"), 0);
+    cr_assert(strncmp(jstr(row, "addr"), "127.0.0.1:", 10) == 0, "addr %s", jstr(row, "addr"));
+    cr_assert_geq(jint(row, "age_ms"), jint(row, "idle_ms"));
+    json_t *streams = json_object_get(row, "streams");
+    cr_assert_eq(json_array_size(streams), 1);
+    json_t *s = json_array_get(streams, 0);
+    cr_assert_str_eq(jstr(s, "queue"), "cq");
+    cr_assert(json_is_null(json_object_get(s, "group")));
+    cr_assert(json_is_false(json_object_get(s, "flat")));
+    cr_assert_eq(jint(s, "credit"), 2);
+    cr_assert_eq(jint(s, "outstanding"), 2);
+    cr_assert_str_eq(jstr(p, "cursor"), "0");
+    json_decref(p);
+
+    p = OK(a, "{\"op\":\"clients\",\"id\":%lld}", wid);
+    json_t *one = json_object_get(p, "client");
+    cr_assert_eq(jint(one, "id"), wid);
+    json_t *held = json_object_get(one, "held");
+    cr_assert_eq(json_array_size(held), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *h = json_array_get(held, i);
+        int k = strcmp(jstr(h, "job"), job[0]) == 0 ? 0 : 1;
+        cr_assert_str_eq(jstr(h, "job"), job[k]);
+        cr_assert_str_eq(jstr(h, "queue"), "cq");
+        char g[16];
+        snprintf(g, sizeof(g), "TENg%c", job[k][4]);
+        cr_assert_str_eq(jstr(h, "group"), g);
+        cr_assert_eq(jint(h, "deadline_ms"), until[k]);
+        cr_assert_null(json_object_get(h, "lease"));
+    }
+    char *text = json_dumps(p, JSON_COMPACT);
+    cr_assert_null(strstr(text, "\"lease\""), "a lease token in %s", text);
+    free(text);
+    json_decref(p);
+
+    /* One settled: one lease and one out on the stream fewer. */
+    char line[256];
+    snprintf(line, sizeof(line),
+             "{\"op\":\"complete\",\"queue\":\"cq\",\"job\":\"%s\",\"lease\":\"%s\"}", job[0],
+             lease[0]);
+    cr_assert_eq(tc_send_line(w, line), 0);
+    json_t *m;
+    /* The credit it returns may push the third job: skip pushes. */
+    while ((m = tc_read(w, wait_deadline_ms(0))) != NULL && json_object_get(m, "push") != NULL)
+        json_decref(m);
+    assert_ok(m);
+    json_decref(m);
+    p = OK(a, "{\"op\":\"clients\",\"id\":%lld}", wid);
+    one = json_object_get(p, "client");
+    held = json_object_get(one, "held");
+    for (size_t i = 0; i < json_array_size(held); i++)
+        cr_assert_str_neq(jstr(json_array_get(held, i), "job"), job[0], "a settled job is held");
+    json_decref(p);
+
+    assert_err_free(tc_call(a, "{\"op\":\"clients\",\"id\":%lld}", wid + aid + 100), "ENOTFOUND");
+    tc_close(w);
+    tc_close(a);
+}
+
+/* Bad arguments are refused (clients reads no backend, so nothing else
+ * could change). */
+Test(visibility, bad_clients_requests_are_refused)
+{
+    struct tc_conn *c = fx_conn();
+    const char *bad[] = {
+        "{\"op\":\"clients\",\"id\":0}",
+        "{\"op\":\"clients\",\"id\":\"1\"}",
+        "{\"op\":\"clients\",\"id\":-3}",
+        "{\"op\":\"clients\",\"id\":1,\"cursor\":\"0\"}",
+        "{\"op\":\"clients\",\"id\":1,\"count\":5}",
+        "{\"op\":\"clients\",\"cursor\":\"x\"}",
+        "{\"op\":\"clients\",\"cursor\":\"\"}",
+        "{\"op\":\"clients\",\"count\":0}",
+        "{\"op\":\"clients\",\"count\":1001}",
+        "{\"op\":\"clients\",\"queue\":\"q\"}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_err_free(tc_call(c, "%s", bad[i]), "EARG");
+    tc_close(c);
+}
+
+/* Pipelined on one connection, clients sees what the requests before it
+ * did to the connection and nothing of those after it. */
+Test(visibility, clients_pipelined_takes_effect_in_order)
+{
+    struct tc_conn *c = fx_conn();
+    const char all[] = "{\"op\":\"hello\",\"protocol\":1,\"name\":\"first\"}\n"
+                       "{\"op\":\"stream\",\"queue\":\"pq\",\"credit\":3}\n"
+                       "{\"op\":\"clients\",\"ref\":1}\n"
+                       "{\"op\":\"hello\",\"protocol\":1,\"name\":\"second\"}\n"
+                       "{\"op\":\"stream\",\"queue\":\"pq\",\"credit\":0}\n"
+                       "{\"op\":\"clients\",\"ref\":2}\n";
+    cr_assert_eq(tc_send(c, all, sizeof(all) - 1), 0);
+    const char *names[] = {"first", "second"};
+    for (int i = 0, k = 0; i < 6; i++) {
+        json_t *r = tc_read(c, wait_deadline_ms(0));
+        assert_ok(r);
+        json_t *rows = json_object_get(r, "clients");
+        for (size_t j = 0; j < json_array_size(rows); j++) {
+            json_t *row = json_array_get(rows, j);
+            if (!json_is_true(json_object_get(row, "self")))
+                continue;
+            cr_assert_str_eq(jstr(row, "name"), names[k]);
+            json_t *s = json_object_get(row, "streams");
+            if (k == 0) {
+                cr_assert_eq(json_array_size(s), 1);
+                cr_assert_eq(jint(json_array_get(s, 0), "credit"), 3);
+            } else {
+                cr_assert_eq(json_array_size(s), 0, "credit 0 stopped the stream");
+            }
+            k++;
+        }
+        json_decref(r);
+    }
+    tc_close(c);
+}
+
+/* Raw connections that say hello with a long name and read nothing. */
+static int raw_hello(int port, int i)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    char line[256];
+    int n = snprintf(line, sizeof(line),
+                     "{\"op\":\"hello\",\"protocol\":1,\"name\":\"w%04d-%0122d\"}\n", i, 0);
+    cr_assert_eq(write(fd, line, (size_t)n), n);
+    return fd;
+}
+
+/* How many of the daemon's connections have a name, over every page. */
+static int named_clients(struct tc_conn *c)
+{
+    int named = 0;
+    char cursor[40] = "0";
+    do {
+        json_t *p = OK(c, "{\"op\":\"clients\",\"cursor\":\"%s\",\"count\":1000}", cursor);
+        json_t *rows = json_object_get(p, "clients");
+        for (size_t i = 0; i < json_array_size(rows); i++)
+            named += json_is_string(json_object_get(json_array_get(rows, i), "name"));
+        snprintf(cursor, sizeof(cursor), "%s", jstr(p, "cursor"));
+        json_decref(p);
+    } while (strcmp(cursor, "0") != 0);
+    return named;
+}
+
+enum { NC = 1200 }; /* rows of ~260 bytes: more than one page's 256 KiB */
+
+/* Paging clients over NC named connections, newest first: every one comes
+ * exactly once, and a page stays near 256 KiB however many it may hold. */
+Test(visibility, clients_pages_over_many_connections_and_bounds_a_page)
+{
+    static int fds[NC];
+    for (int i = 0; i < NC; i++)
+        fds[i] = raw_hello(fx_emqd.port, i);
+    struct tc_conn *c = fx_conn();
+    await(named_clients(c) == NC, "the %d hellos to have run", NC);
+
+    static char seen[NC];
+    memset(seen, 0, sizeof(seen));
+    char cursor[40] = "0";
+    long long prev = -1;
+    int pages = 0, rows_total = 0;
+    size_t biggest = 0, biggest_rows = 0;
+    do {
+        json_t *p = OK(c, "{\"op\":\"clients\",\"cursor\":\"%s\",\"count\":1000}", cursor);
+        pages++;
+        char *text = json_dumps(p, JSON_COMPACT);
+        json_t *rows = json_object_get(p, "clients");
+        if (strlen(text) > biggest) {
+            biggest = strlen(text);
+            biggest_rows = json_array_size(rows);
+        }
+        free(text);
+        for (size_t i = 0; i < json_array_size(rows); i++) {
+            json_t *row = json_array_get(rows, i);
+            long long id = jint(row, "id");
+            cr_assert(prev < 0 || id < prev, "newest first: %lld after %lld", id, prev);
+            prev = id;
+            rows_total++;
+            int k = -1;
+            if (sscanf(jstr(row, "name"), "w%d-", &k) == 1) {
+                cr_assert(k >= 0 && k < NC);
+                cr_assert_eq(seen[k], 0, "w%04d twice", k);
+                seen[k] = 1;
+            }
+        }
+        snprintf(cursor, sizeof(cursor), "%s", jstr(p, "cursor"));
+        json_decref(p);
+        cr_assert_lt(pages, 100);
+    } while (strcmp(cursor, "0") != 0);
+    for (int i = 0; i < NC; i++)
+        cr_assert_eq(seen[i], 1, "w%04d never listed", i);
+    cr_assert_eq(rows_total, NC + 1, "the %d and the asker", NC);
+    cr_assert_geq(pages, 2, "%d rows of ~260 bytes in one page", NC);
+    cr_assert_lt(biggest, (256u << 10) + 1024, "a page of %zu rows is %zu bytes", biggest_rows,
+                 biggest);
+    for (int i = 0; i < NC; i++)
+        close(fds[i]);
+    tc_close(c);
+}
