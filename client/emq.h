@@ -380,6 +380,16 @@ int emq_check(struct emq *c, const char *queue, json_t **violations);
  * next (33 bytes) the cursor to pass back, "0" when done. */
 int emq_queues(struct emq *c, const char *cursor, int count, json_t **queues, char next[33]);
 
+/* One page of the daemon's connections, newest first (5.27): as
+ * emq_queues, *clients the array of rows ({"id","addr","name","age_ms",
+ * "idle_ms","self","authed","streams","parked","leases"}). */
+int emq_clients(struct emq *c, const char *cursor, int count, json_t **clients, char next[33]);
+
+/* One connection by id (5.27): *client is a new reference to its row
+ * plus "held", the leases it holds (no tokens). EMQ_ENOTFOUND when the
+ * daemon has no open connection of that id. */
+int emq_client(struct emq *c, long long id, json_t **client);
+
 /* Round trip to the server (5.2). */
 int emq_ping(struct emq *c);
 

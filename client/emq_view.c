@@ -1,5 +1,5 @@
-/* emq_view: libemq's daemon-wide views (queues) and the paging they
- * share with groups (see emq.h). */
+/* emq_view: libemq's daemon-wide views (queues, clients) and the paging
+ * they share with groups (see emq.h). */
 #include "emq_int.h"
 
 #include <stdio.h>
@@ -24,13 +24,41 @@ int emq_scan_page(struct emq *c, json_t *req, const char *cursor, int count, con
     return rc;
 }
 
+/* A page of a daemon-wide view: op's reply array (op is also its key). */
+static int view_page(struct emq *c, const char *op, const char *cursor, int count, json_t **out,
+                     char next[33])
+{
+    json_t *req = out != NULL && next != NULL ? json_pack("{s:s}", "op", op) : NULL;
+    json_t *reply, *arr;
+    int rc = emq_scan_page(c, req, cursor, count, op, &reply, &arr, next);
+    if (rc == EMQ_OK)
+        *out = json_incref(arr);
+    json_decref(reply);
+    return rc;
+}
+
 int emq_queues(struct emq *c, const char *cursor, int count, json_t **queues, char next[33])
 {
-    json_t *req = queues != NULL && next != NULL ? json_pack("{s:s}", "op", "queues") : NULL;
-    json_t *reply, *arr;
-    int rc = emq_scan_page(c, req, cursor, count, "queues", &reply, &arr, next);
+    return view_page(c, "queues", cursor, count, queues, next);
+}
+
+int emq_clients(struct emq *c, const char *cursor, int count, json_t **clients, char next[33])
+{
+    return view_page(c, "clients", cursor, count, clients, next);
+}
+
+int emq_client(struct emq *c, long long id, json_t **client)
+{
+    json_t *req = client != NULL && id > 0
+                      ? json_pack("{s:s, s:I}", "op", "clients", "id", (json_int_t)id)
+                      : NULL;
+    json_t *reply;
+    int rc = emq_call(c, req, &reply, 0);
+    json_t *row = json_object_get(reply, "client");
+    if (rc == EMQ_OK && !json_is_object(row))
+        rc = emq_seterr(c, EMQ_EBADREPLY, "clients reply without client");
     if (rc == EMQ_OK)
-        *queues = json_incref(arr);
+        *client = json_incref(row);
     json_decref(reply);
     return rc;
 }

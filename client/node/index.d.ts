@@ -192,6 +192,26 @@ export interface QueuesPage {
   /** Pass back for the next page; "0": done. */
   cursor: string;
 }
+/** One connection of the daemon (PROTOCOL.md 5.27). */
+export interface ClientInfo {
+  id: number;
+  addr: string;
+  name: string | null;
+  age_ms: number;
+  idle_ms: number;
+  self: boolean;
+  authed: boolean;
+  streams: { queue: string; group: null; flat: boolean; credit: number; outstanding: number }[];
+  parked: number;
+  leases: number;
+  /** Only from client(id): the leases it holds, never their tokens. */
+  held?: { queue: string; job: string; group: string | null; deadline_ms: number }[];
+}
+export interface ClientsPage {
+  clients: ClientInfo[];
+  /** Pass back for the next page; "0": done. */
+  cursor: string;
+}
 /** A job's row (PROTOCOL.md 5.21). */
 export interface JobRow {
   job: string;
@@ -323,6 +343,10 @@ export declare class Client extends EventEmitter {
   /** One page of the queue registry with each queue's totals (5.26). */
   queues(options?: { cursor?: string; count?: number }): Promise<QueuesPage>;
   allQueues(options?: { count?: number }): AsyncGenerator<QueueInfo, void, void>;
+  /** One page of the daemon's connections, newest first (5.27). */
+  clients(options?: { cursor?: string; count?: number }): Promise<ClientsPage>;
+  /** One connection with the leases it holds; NotFoundError if none has that id. */
+  client(id: number): Promise<ClientInfo>;
   job(queue: string, job: string): Promise<JobRow>;
   /** One page of jobs in service order, each with its row (5.24). */
   peek(queue: string, options?: PeekOptions): Promise<PeekPage>;

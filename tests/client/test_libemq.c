@@ -515,6 +515,23 @@ Test(libemq, daemon_wide_views)
     } while (strcmp(cursor, "0") != 0);
     cr_assert_eq(seen, 2);
     assert_emq_err(c, emq_queues(c, "x", 0, &(json_t *){0}, cursor), EMQ_EARG);
+
+    /* clients: this connection is the one marked self; by id, its row. */
+    json_t *rows = NULL;
+    assert_emq_ok(c, emq_clients(c, NULL, 0, &rows, cursor));
+    cr_assert_str_eq(cursor, "0");
+    long long self = -1;
+    for (size_t i = 0; i < json_array_size(rows); i++)
+        if (json_is_true(json_object_get(json_array_get(rows, i), "self")))
+            self = json_integer_value(json_object_get(json_array_get(rows, i), "id"));
+    json_decref(rows);
+    cr_assert_gt(self, 0);
+    json_t *me = NULL;
+    assert_emq_ok(c, emq_client(c, self, &me));
+    cr_assert_eq(json_integer_value(json_object_get(me, "id")), self);
+    cr_assert(json_is_array(json_object_get(me, "held")));
+    json_decref(me);
+    assert_emq_err(c, emq_client(c, self + 1000, &me), EMQ_ENOTFOUND);
     emq_close(c);
 }
 

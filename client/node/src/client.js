@@ -521,6 +521,18 @@ export class Client extends EventEmitter {
     } while (cursor !== '0');
   }
 
+  /** One page of the daemon's connections, newest first (5.27). */
+  async clients(options) {
+    const o = checkOptions('clients', options, ['cursor', 'count']);
+    const r = await this.request('clients', { cursor: o.cursor, count: o.count });
+    return { clients: r.clients, cursor: r.cursor };
+  }
+
+  /** One connection by id, with the leases it holds (never a token). */
+  async client(id) {
+    return (await this.request('clients', { id })).client;
+  }
+
   async job(queue, job) {
     return (await this.request('job', { queue, job })).job;
   }
@@ -573,7 +585,7 @@ export class Client extends EventEmitter {
 export const PIPELINE_OPS = Object.freeze([
   'ping', 'enqueue', 'enqueueMany', 'claim', 'stream', 'complete', 'fail', 'release', 'extend',
   'limit', 'pause', 'resume', 'reassign', 'drain', 'depth', 'reap', 'stats', 'groups', 'job',
-  'peek', 'remove', 'deadList', 'deadRetry', 'deadPurge', 'check', 'queues', 'request',
+  'peek', 'remove', 'deadList', 'deadRetry', 'deadPurge', 'check', 'queues', 'clients', 'client', 'request',
 ]);
 
 /** Calls queued on a client and written together by `exec()`, in one

@@ -4,7 +4,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   Client, Job, EmqError, LeaseError, NoJobError, KindError, BrandError, QueueNameError,
-  ArgumentError, StateError, EmptyBatchError, UnknownOpError, AuthError, TooBigError,
+  ArgumentError, NotFoundError, StateError, EmptyBatchError, UnknownOpError, AuthError, TooBigError,
   ConnectionLost, UsageError, CODES, ERROR_CLASSES, parseAddr,
 } from '../src/index.js';
 import { startStack, qname, waitFor, freePort } from './helpers.mjs';
@@ -238,6 +238,21 @@ test('queues pages the registry with each queue\'s totals', async () => {
   const page = await c.queues({ count: 1000 });
   assert.equal(page.cursor, '0');
   await assert.rejects(c.queues({ cursor: 'x' }), ArgumentError);
+});
+
+test('clients shows this connection and the leases it holds', async () => {
+  const q = qname();
+  await c.enqueue(q, 1, { group: 'TENa' });
+  const [j] = await c.claim(q, { leaseMs: 600000 });
+  const page = await c.clients({ count: 1000 });
+  const me = page.clients.filter((row) => row.self);
+  assert.equal(me.length, 1);
+  const row = await c.client(me[0].id);
+  const held = row.held.filter((h) => h.queue === q);
+  assert.deepEqual(held, [{ queue: q, job: j.id, group: 'TENa', deadline_ms: j.leaseUntil }]);
+  await assert.rejects(c.client(me[0].id + 100000), NotFoundError);
+  await assert.rejects(c.clients({ cursor: 'x' }), ArgumentError);
+  await c.complete(j);
 });
 
 test('dead list, retry, purge', async () => {

@@ -137,6 +137,8 @@ class AsyncClient:
     stats = _awaited(_ops.stats)
     groups = _awaited(_ops.groups)
     queues = _awaited(_ops.queues)
+    clients = _awaited(_ops.clients)
+    client = _awaited(_ops.client)
     job = _awaited(_ops.job)
     dead_list = _awaited(_ops.dead_list)
     dead_retry = _awaited(_ops.dead_retry)

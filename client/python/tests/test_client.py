@@ -175,6 +175,20 @@ def test_queues_pages_the_registry_with_totals(client: Client, queue: str) -> No
         client.queues("x")
 
 
+def test_clients_shows_names_streams_and_held_leases(client: Client, other: Client, queue: str) -> None:
+    client.enqueue(queue, 1, group="TENa")
+    (j,) = other.claim(queue, lease_ms=600000)
+    me = [c for c in other.clients(count=1000).clients if c.self]
+    assert len(me) == 1 and me[0].leases == 1 and me[0].held is None
+    row = client.client(me[0].id)
+    assert row.held is not None and [(h.queue, h.job, h.group) for h in row.held] == [(queue, j.job, "TENa")]
+    assert row.held[0].deadline_ms == j.lease_until and not row.self
+    with pytest.raises(echomq.NotFoundError):
+        client.client(me[0].id + 100000)
+    with pytest.raises(echomq.ArgumentError):
+        client.clients("x")
+
+
 def test_reap_recovers_an_expired_lease(client: Client, other: Client, queue: str) -> None:
     job = client.enqueue(queue, 1, group="TENa").job
     client.claim(queue, lease_ms=1)
