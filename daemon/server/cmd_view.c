@@ -1,5 +1,6 @@
 /* cmd_view: the daemon-wide views: queues (the registry with each
- * queue's totals) and clients (this daemon's connections). */
+ * queue's totals) and clients (this daemon's connections); and forget,
+ * which takes an unused queue out of the registry. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,62 @@ static void cmd_queues(struct req *r)
     uint64_t count = (uint64_t)request_int(r->root, "count", 20);
     if (store_queues_page(eng->pool, &eng->registry, cursor ? cursor : "0", count, registry_page_cb,
                           r) != 0)
+        req_error(r, WIRE_EUNAVAILABLE, "the backend is unavailable");
+}
+
+/* --- forget -------------------------------------------------------------- */
+
+static const struct arg_spec forget_spec[] = {Q, END};
+
+/* Whether this daemon's connections use q: they hold its leases, have
+ * claims parked on it, or stream from it (a stream stopped with credit 0
+ * and nothing outstanding does not count: it waits for nothing). */
+static bool forget_in_use(const struct server *s, const struct queue *q)
+{
+    if (q->leases > 0 || q->wait_head != NULL)
+        return true;
+    for (const struct client *c = s->clients; c != NULL; c = c->next)
+        for (const struct consumer *k = c->consumers; k != NULL; k = k->cnext)
+            if (k->w.q == q && (!k->stream || k->credit > 0 || k->outstanding > 0))
+                return true;
+    return false;
+}
+
+static bool forget_refused(struct req *r)
+{
+    if (!forget_in_use(req_server(r), r->q))
+        return false;
+    req_error(r, WIRE_ESTATE,
+              "connections of this daemon stream from the queue, wait on it or hold its leases");
+    return true;
+}
+
+static void forget_cb(void *priv, const struct store_status *st)
+{
+    struct req *r = priv;
+    if (st->code != 0) {
+        req_store_error(r, st);
+        return;
+    }
+    struct queue *q = r->q;
+    struct engine *eng = &req_server(r)->eng;
+    /* A request of another connection that named the queue while the
+     * script ran is ordered after it, and made the queue anew (an
+     * enqueue) or uses it: then the queue stays, registered and in use.
+     * Otherwise it leaves the registry, this daemon and its metrics. */
+    if (q->nreq == r->n && !forget_in_use(req_server(r), q)) {
+        store_queues_remove(eng->pool, &eng->registry, q->name, q->len);
+        engine_retire(eng, q);
+    }
+    req_ok(r, NULL);
+}
+
+static void cmd_forget(struct req *r)
+{
+    if (forget_refused(r))
+        return;
+    r->n = r->q->nreq; /* this request's own, counted at lookup */
+    if (store_forget(queue_store(r->q), forget_cb, r) != 0)
         req_error(r, WIRE_EUNAVAILABLE, "the backend is unavailable");
 }
 
@@ -309,5 +366,8 @@ static void cmd_clients(struct req *r)
 const struct cmd cmd_view[] = {
     {"queues", queues_spec, cmd_queues, CMD_READ | CMD_BARRIER, cmd_check_cursor},
     {"clients", clients_spec, cmd_clients, 0, check_clients},
+    /* CMD_READ: looking the queue up does not put it in use (which would
+     * register it) before the forget has looked at it */
+    {"forget", forget_spec, cmd_forget, CMD_QUEUE | CMD_READ | CMD_BARRIER},
     {NULL, NULL, NULL, 0},
 };

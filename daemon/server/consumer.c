@@ -3,6 +3,7 @@
  * connection (its lease table, its output, its reply line) is here. */
 #include "consumer.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 
@@ -32,6 +33,8 @@ static void timer_closed_cb(uv_handle_t *h)
 
 static void consumer_free(struct consumer *k)
 {
+    assert(k->w.q->attached > 0);
+    k->w.q->attached--;
     outbuf_deinit(&k->jobs);
     if (k->timer_on) {
         /* The timer's memory is the consumer's: free it once closed. */
@@ -131,6 +134,7 @@ static struct consumer *consumer_new(struct client *c, struct queue *q, bool fla
         .q = q, .ops = &ops, .flat = flat, .oneshot = !stream, .lease_ms = lease_ms};
     k->c = c;
     k->stream = stream;
+    q->attached++; /* it points at q until consumer_free */
     outbuf_init(&k->jobs);
     k->cnext = c->consumers;
     c->consumers = k;

@@ -1,6 +1,7 @@
 /* lease: the jobs leased to one connection (lease.h). */
 #include "lease.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,15 @@
 static size_t held_key(struct queue *q, const char *job, size_t jlen, char *key, size_t cap)
 {
     return (size_t)snprintf(key, cap, "%s %.*s", q->name, (int)jlen, job);
+}
+
+/* Free a lease entry taken out of its table. */
+static void lease_free(struct lease *l)
+{
+    assert(l->q->attached > 0 && l->q->leases > 0);
+    l->q->attached--;
+    l->q->leases--;
+    free(l);
 }
 
 /* The stream s (or none) stops counting a job it was pushed. */
@@ -50,6 +60,8 @@ int lease_hold(struct client *c, struct queue *q, const struct store_job *sj, lo
             free(l);
             return -ENOMEM;
         }
+        q->attached++; /* it points at q until lease_free */
+        q->leases++;
     }
     l->stream = stream;
     snprintf(l->lease, sizeof(l->lease), "%s", sj->lease);
@@ -127,7 +139,7 @@ void lease_unhold(struct client *c, struct queue *q, const char *job, size_t jle
     if (settled)
         hist_record(&q->latency.run, (uv_hrtime() - l->since_ns) / 1000);
     struct consumer *k = l->stream;
-    free(l);
+    lease_free(l);
     stream_forget(k);
 }
 
@@ -174,6 +186,6 @@ void lease_release_all(struct client *c)
     }
     free(qs);
     for (struct map_entry *e = map_first(&c->held, &b); e; e = map_next(&c->held, &b, e))
-        free(e->value);
+        lease_free(e->value);
     map_deinit(&c->held);
 }

@@ -321,6 +321,7 @@ void req_run_line(struct client *c, const char *line, size_t len)
             req_error(r, WIRE_ELIMIT, "too many queues");
             return;
         }
+        r->q->nreq++;
     }
     if (s->stopping && r->cmd->flags & CMD_WORK) {
         req_error(r, WIRE_EUNAVAILABLE, "the daemon is shutting down");

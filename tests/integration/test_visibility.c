@@ -606,3 +606,249 @@ Test(visibility, clients_pages_over_many_connections_and_bounds_a_page)
         close(fds[i]);
     tc_close(c);
 }
+
+/* --- forget -------------------------------------------------------------- */
+
+/* Keys of queue other than job rows, and whether the registry names it. */
+static long long structure_keys(redisContext *rc, const char *queue)
+{
+    redisReply *r = redisCommand(rc, "KEYS emq:{%s}:*", queue);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY);
+    long long n = 0;
+    for (size_t i = 0; i < r->elements; i++)
+        n += strstr(r->element[i]->str, "}:job:") == NULL;
+    freeReplyObject(r);
+    return n;
+}
+
+static long long registered(redisContext *rc, const char *queue)
+{
+    return redis_int(rc, "SISMEMBER emq:queues %s", queue);
+}
+
+/* An empty queue leaves the registry, its keys (but the completed rows
+ * its retention keeps), this daemon and /metrics; a later enqueue makes
+ * it anew. */
+Test(visibility, forget_removes_an_empty_queue_everywhere)
+{
+    struct tc_conn *c = fx_conn();
+    json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"fg\",\"job\":\"JOBf1\",\"group\":\"TENa\","
+                      "\"payload\":1}"));
+    json_decref(OK(c, "{\"op\":\"limit\",\"queue\":\"fg\",\"group\":\"TENb\",\"max\":2}"));
+    json_t *cl = OK(c, "{\"op\":\"claim\",\"queue\":\"fg\"}");
+    json_decref(OK(c, "{\"op\":\"complete\",\"queue\":\"fg\",\"job\":\"JOBf1\",\"lease\":\"%s\"}",
+                   jstr(json_array_get(json_object_get(cl, "jobs"), 0), "lease")));
+    json_decref(cl);
+    redisContext *rc = redis_server_connect(&fx_redis);
+    await(registered(rc, "fg") == 1, "fg to be registered");
+    cr_assert(in_metrics("fg"));
+    cr_assert_gt(structure_keys(rc, "fg"), 0);
+
+    json_t *r = OK(c, "{\"op\":\"forget\",\"queue\":\"fg\"}");
+    cr_assert_eq(json_object_size(r), 1, "{\"ok\":true}");
+    json_decref(r);
+    fx_await_quiet(&fx_emqd);
+    cr_assert_eq(registered(rc, "fg"), 0, "still registered");
+    cr_assert_eq(structure_keys(rc, "fg"), 0, "keys left");
+    cr_assert_eq(redis_int(rc, "EXISTS emq:{fg}:job:JOBf1"), 1, "the completed row stays");
+    cr_assert_not(in_metrics("fg"), "still in /metrics");
+    json_t *page = queues_page(c, NULL, 1000);
+    cr_assert_null(row_of(page, "fg"), "still listed by queues");
+    json_decref(page);
+    /* The queue comes back with the next write, as any new queue. */
+    json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"fg\",\"payload\":2}"));
+    await(registered(rc, "fg") == 1, "fg to be registered again");
+    cr_assert(in_metrics("fg"));
+    cr_assert_eq(fx_stat(c, "fg", "pending"), 1);
+    /* Forgetting a queue nobody has is ok, and makes nothing. */
+    json_decref(OK(c, "{\"op\":\"forget\",\"queue\":\"nosuch\"}"));
+    fx_await_quiet(&fx_emqd);
+    cr_assert_eq(registered(rc, "nosuch"), 0);
+    cr_assert_not(in_metrics("nosuch"));
+    redisFree(rc);
+    tc_close(c);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly");
+}
+
+/* A snapshot of what a refused forget must not change: the registry and
+ * every key of the queue. */
+static char *snapshot(redisContext *rc, const char *queue)
+{
+    redisReply *r = redisCommand(rc, "EVAL %s 0 %s",
+                                 "local out = redis.call('SMEMBERS', 'emq:queues') "
+                                 "table.sort(out) "
+                                 "local keys = redis.call('KEYS', 'emq:{' .. ARGV[1] .. '}:*') "
+                                 "table.sort(keys) "
+                                 "for _, k in ipairs(keys) do out[#out + 1] = k .. '=' .. "
+                                 "redis.sha1hex(redis.call('DUMP', k)) end "
+                                 "return table.concat(out, ' ')",
+                                 queue);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_STRING, "snapshot: %s", r ? r->str : "");
+    char *s = strdup(r->str);
+    freeReplyObject(r);
+    return s;
+}
+
+/* With a job pending, active, delayed or dead, forget is ESTATE and
+ * changes nothing; so are malformed forgets. */
+Test(visibility, forget_refuses_a_queue_with_jobs_and_bad_input_changing_nothing)
+{
+    struct tc_conn *c = fx_conn();
+    redisContext *rc = redis_server_connect(&fx_redis);
+    const char *states[] = {"pending", "active", "delayed", "dead"};
+    for (int i = 0; i < 4; i++) {
+        char q[16];
+        snprintf(q, sizeof(q), "fr%d", i);
+        json_decref(OK(c,
+                       "{\"op\":\"enqueue\",\"queue\":\"%s\",\"payload\":1,\"max_attempts\":1%s}",
+                       q, i == 2 ? ",\"delay_ms\":3600000" : ""));
+        if (i == 1 || i == 3) {
+            json_t *cl = OK(c, "{\"op\":\"claim\",\"queue\":\"%s\",\"flat\":true}", q);
+            json_t *j = json_array_get(json_object_get(cl, "jobs"), 0);
+            if (i == 3)
+                json_decref(OK(c,
+                               "{\"op\":\"fail\",\"queue\":\"%s\",\"job\":\"%s\",\"lease\":\"%s\"}",
+                               q, jstr(j, "job"), jstr(j, "lease")));
+            json_decref(cl);
+        }
+        cr_assert_eq(fx_stat(c, q, states[i]), 1);
+        struct tc_conn *other = fx_conn();
+        fx_await_quiet(&fx_emqd);
+        char *before = snapshot(rc, q);
+        json_t *r = tc_call(other, "{\"op\":\"forget\",\"queue\":\"%s\"}", q);
+        assert_err(r, "ESTATE");
+        /* An active job's lease is this daemon's: that refuses first. */
+        if (i != 1)
+            cr_assert(strstr(jstr(r, "message"), states[i]) != NULL, "%s", jstr(r, "message"));
+        json_decref(r);
+        char *after = snapshot(rc, q);
+        cr_assert_str_eq(before, after, "a refused forget of a %s job changed the store",
+                         states[i]);
+        free(before);
+        free(after);
+        cr_assert(in_metrics(q));
+        tc_close(other);
+    }
+    char *before = snapshot(rc, "fr0");
+    const char *bad[][2] = {
+        {"{\"op\":\"forget\"}", "EARG"},
+        {"{\"op\":\"forget\",\"queue\":\"fr0\",\"group\":\"TENa\"}", "EARG"},
+        {"{\"op\":\"forget\",\"queue\":\"fr 0\"}", "EQUEUE"},
+        {"{\"op\":\"forget\",\"queue\":7}", "EARG"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_err_free(tc_call(c, "%s", bad[i][0]), bad[i][1]);
+    char *after = snapshot(rc, "fr0");
+    cr_assert_str_eq(before, after);
+    free(before);
+    free(after);
+    redisFree(rc);
+    tc_close(c);
+}
+
+/* Whether the daemon still has connection id open (asked on c). */
+static bool client_open(struct tc_conn *c, long long id)
+{
+    json_t *r = tc_call(c, "{\"op\":\"clients\",\"id\":%lld}", id);
+    bool open = r != NULL && tc_ok(r);
+    json_decref(r);
+    return open;
+}
+
+/* A queue this daemon's connections stream from, are parked on or hold
+ * leases of is refused (ESTATE): forgetting it would strand them. Once
+ * they are gone, it is forgotten. */
+Test(visibility, forget_refuses_a_queue_with_consumers_of_this_daemon)
+{
+    /* No upkeep pass within the test's deadlines: a push can come only
+     * from a wake. */
+    fx_teardown();
+    const char *const extra[] = {"--upkeep-ms", "3600000", NULL};
+    fx_start(extra);
+    struct tc_conn *s = fx_conn(), *p = fx_conn(), *a = fx_conn();
+    json_decref(OK(s, "{\"op\":\"stream\",\"queue\":\"fc\",\"credit\":5}"));
+    assert_err_free(tc_call(a, "{\"op\":\"forget\",\"queue\":\"fc\"}"), "ESTATE");
+    json_decref(OK(s, "{\"op\":\"stream\",\"queue\":\"fc\",\"credit\":0}"));
+    long long pid = own_id(p);
+    cr_assert_eq(tc_send_line(p, "{\"op\":\"claim\",\"queue\":\"fc\",\"wait_ms\":3600000}"), 0);
+    fx_await_quiet(&fx_emqd); /* the claim found nothing and parked */
+    assert_err_free(tc_call(a, "{\"op\":\"forget\",\"queue\":\"fc\"}"), "ESTATE");
+    tc_close(p);
+    /* The parked claim ends with its connection. */
+    await(!client_open(a, pid), "the parked connection to be gone");
+    json_decref(OK(s, "{\"op\":\"enqueue\",\"queue\":\"fc\",\"payload\":1}"));
+    json_t *cl = OK(s, "{\"op\":\"claim\",\"queue\":\"fc\",\"flat\":true}");
+    json_t *j = json_array_get(json_object_get(cl, "jobs"), 0);
+    /* The lease is this daemon's (and the job active at Redis). */
+    assert_err_free(tc_call(a, "{\"op\":\"forget\",\"queue\":\"fc\"}"), "ESTATE");
+    json_decref(OK(s, "{\"op\":\"complete\",\"queue\":\"fc\",\"job\":\"%s\",\"lease\":\"%s\"}",
+                   jstr(j, "job"), jstr(j, "lease")));
+    json_decref(cl);
+    /* s's stream, stopped with credit 0 and nothing out, waits for
+     * nothing: it does not hold the queue. */
+    json_decref(OK(a, "{\"op\":\"forget\",\"queue\":\"fc\"}"));
+    fx_await_quiet(&fx_emqd);
+    cr_assert_not(in_metrics("fc"));
+
+    /* The queue made anew serves a stream as any queue: the wakes of a
+     * job enqueued through another daemon reach it (the channel stays
+     * subscribed across the forget, and names the queue, not the struct). */
+    json_decref(OK(s, "{\"op\":\"stream\",\"queue\":\"fc\",\"credit\":1}"));
+    fx_await_quiet(&fx_emqd); /* parked */
+    struct emqd_proc d2;
+    cr_assert_eq(emqd_start(&d2, fx_redis.port, NULL), 0);
+    cr_assert_eq(emqd_await_backend(&d2), 0);
+    struct tc_conn *o = tc_connect(d2.port);
+    cr_assert_not_null(o);
+    json_decref(OK(o, "{\"op\":\"enqueue\",\"queue\":\"fc\",\"group\":\"TENw\",\"payload\":7}"));
+    tc_close(o);
+    json_t *push = tc_read(s, wait_deadline_ms(0));
+    cr_assert_not_null(push, "no push from the queue made anew");
+    cr_assert_str_eq(jstr(push, "push"), "job");
+    cr_assert_eq(jint(push, "payload"), 7);
+    json_decref(push);
+    emqd_kill(&d2);
+    tc_close(s);
+    tc_close(a);
+    /* The forgotten queue's struct is freed (under ASan a leak fails). */
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly");
+}
+
+/* Pipelined on one connection: forget then enqueue makes the queue anew
+ * (the enqueue is ordered after the forget), and queues then lists it;
+ * enqueue then forget refuses. */
+Test(visibility, forget_pipelined_takes_effect_in_order)
+{
+    struct tc_conn *c = fx_conn();
+    json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"fp\",\"job\":\"JOBp0\",\"payload\":0}"));
+    json_decref(OK(c, "{\"op\":\"remove\",\"queue\":\"fp\",\"job\":\"JOBp0\"}"));
+    const char all[] = "{\"op\":\"forget\",\"queue\":\"fp\",\"ref\":1}\n"
+                       "{\"op\":\"enqueue\",\"queue\":\"fp\",\"payload\":1,\"ref\":2}\n"
+                       "{\"op\":\"queues\",\"count\":1000,\"ref\":3}\n"
+                       "{\"op\":\"forget\",\"queue\":\"fp\",\"ref\":4}\n"
+                       "{\"op\":\"stats\",\"queue\":\"fp\",\"ref\":5}\n";
+    cr_assert_eq(tc_send(c, all, sizeof(all) - 1), 0);
+    for (int i = 1; i <= 5; i++) {
+        json_t *r = tc_read(c, wait_deadline_ms(0));
+        cr_assert_not_null(r);
+        cr_assert_eq(jint(r, "ref"), i);
+        if (i == 4) {
+            assert_err(r, "ESTATE");
+        } else {
+            assert_ok(r);
+        }
+        if (i == 3) {
+            json_t *row = row_of(r, "fp");
+            cr_assert_not_null(row, "the queue made anew is listed");
+            cr_assert_eq(jint(row, "pending"), 1);
+        }
+        if (i == 5)
+            cr_assert_eq(jint(r, "pending"), 1);
+        json_decref(r);
+    }
+    redisContext *rc = redis_server_connect(&fx_redis);
+    await(registered(rc, "fp") == 1, "the queue made anew to be registered");
+    redisFree(rc);
+    cr_assert(in_metrics("fp"));
+    tc_close(c);
+}
