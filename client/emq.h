@@ -390,6 +390,11 @@ int emq_clients(struct emq *c, const char *cursor, int count, json_t **clients, 
  * daemon has no open connection of that id. */
 int emq_client(struct emq *c, long long id, json_t **client);
 
+/* Remove a queue that holds no job from the registry, the store and the
+ * daemon (5.28). EMQ_ESTATE while it has jobs, or while the daemon's
+ * connections use it. */
+int emq_forget(struct emq *c, const char *queue);
+
 /* Round trip to the server (5.2). */
 int emq_ping(struct emq *c);
 

@@ -1,5 +1,5 @@
-/* emq_view: libemq's daemon-wide views (queues, clients) and the paging
- * they share with groups (see emq.h). */
+/* emq_view: libemq's daemon-wide views (queues, clients), forget, and the
+ * paging the views share with groups (see emq.h). */
 #include "emq_int.h"
 
 #include <stdio.h>
@@ -45,6 +45,12 @@ int emq_queues(struct emq *c, const char *cursor, int count, json_t **queues, ch
 int emq_clients(struct emq *c, const char *cursor, int count, json_t **clients, char next[33])
 {
     return view_page(c, "clients", cursor, count, clients, next);
+}
+
+int emq_forget(struct emq *c, const char *queue)
+{
+    json_t *req = queue != NULL ? json_pack("{s:s, s:s}", "op", "forget", "queue", queue) : NULL;
+    return emq_call(c, req, NULL, 0);
 }
 
 int emq_client(struct emq *c, long long id, json_t **client)

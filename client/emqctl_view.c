@@ -1,5 +1,5 @@
-/* emqctl_view.c: the daemon-wide views (queues, clients) and their rows
- * in the command table. Under --json ctl_call() has already printed each
+/* emqctl_view.c: the daemon-wide views (queues, clients), forget, and
+ * their rows in the command table. Under --json ctl_call() has already printed each
  * reply. */
 #include <limits.h>
 #include <stdio.h>
@@ -138,6 +138,22 @@ static int cmd_clients(struct ctl *ctl)
     return rc;
 }
 
+static int cmd_forget(struct ctl *ctl)
+{
+    char q[160];
+    snprintf(q, sizeof(q), "Forget queue %s (it must hold no job)?", ctl->pos[0]);
+    int rc = ctl_confirm(ctl, q);
+    if (rc != 0)
+        return rc;
+    json_t *req = ctl_req("forget", ctl->pos[0]), *reply;
+    rc = ctl_call(ctl, req, &reply);
+    json_decref(req);
+    if (rc == 0 && !ctl->json)
+        printf("forgot queue %s\n", ctl->pos[0]);
+    json_decref(reply);
+    return rc;
+}
+
 const struct ctl_cmd ctl_view_table[] = {
     {"queues", "", "every queue with its totals: pending, active, delayed, dead, groups",
      "Fetches the queue registry page by page and prints each page as it comes;\n"
@@ -151,5 +167,11 @@ const struct ctl_cmd ctl_view_table[] = {
      "(queue, job, group, deadline; never a token). STREAMS shows each stream as\n"
      "QUEUE:CREDIT/OUTSTANDING (+flat for the ungrouped kind).\n",
      0, 1, CTL_F(CTL_O_LIMIT) | CTL_F(CTL_O_PAGE), false, cmd_clients},
+    {"forget", "QUEUE", "remove a queue that holds no job from the registry (asks first)",
+     "Refused (ESTATE, exit 1) while the queue has jobs pending, active, delayed or\n"
+     "dead, or while the daemon's workers stream from it or hold its jobs. Asks for\n"
+     "confirmation on a terminal; without a terminal on stdin it refuses (exit 2)\n"
+     "unless --yes is given.\n",
+     1, 1, CTL_F(CTL_O_YES), false, cmd_forget},
     {0},
 };

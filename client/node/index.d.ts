@@ -343,6 +343,8 @@ export declare class Client extends EventEmitter {
   /** One page of the queue registry with each queue's totals (5.26). */
   queues(options?: { cursor?: string; count?: number }): Promise<QueuesPage>;
   allQueues(options?: { count?: number }): AsyncGenerator<QueueInfo, void, void>;
+  /** Remove a queue that holds no job (5.28); StateError while it has jobs or is in use. */
+  forget(queue: string): Promise<void>;
   /** One page of the daemon's connections, newest first (5.27). */
   clients(options?: { cursor?: string; count?: number }): Promise<ClientsPage>;
   /** One connection with the leases it holds; NotFoundError if none has that id. */

@@ -26,8 +26,9 @@ TestSuite(emqctl_usage, .timeout = 30);
 
 /* Every command, for the help and man page checks. */
 static const char *const commands[] = {
-    "ping", "stats", "groups", "depth", "limit", "pause",  "resume",  "reassign", "drain", "reap",
-    "job",  "peek",  "remove", "dead",  "check", "queues", "clients", "enqueue",  "top",   "help",
+    "ping",     "stats",  "groups",  "depth",  "limit",   "pause",  "resume",
+    "reassign", "drain",  "reap",    "job",    "peek",    "remove", "dead",
+    "check",    "queues", "clients", "forget", "enqueue", "top",    "help",
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -622,6 +623,31 @@ Test(emqctl, clients_table_and_one_connection)
     run_free(&r);
     json_decref(cl);
     tc_close(w);
+    tc_close(c);
+}
+
+/* forget asks first (refused without a terminal or --yes), is ESTATE
+ * (exit 1) on a queue with a job, and forgets an empty one. */
+Test(emqctl, forget_refuses_without_yes_then_forgets)
+{
+    struct tc_conn *c = fx_conn();
+    json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"mial\",\"job\":\"JOBm\",\"payload\":1}"));
+    struct run r = CTL("forget", "mial");
+    assert_exit(r, 2);
+    run_free(&r);
+    r = CTL("--yes", "forget", "mial");
+    assert_exit(r, 1);
+    assert_has(r.err, "ESTATE");
+    run_free(&r);
+    json_decref(OK(c, "{\"op\":\"remove\",\"queue\":\"mial\",\"job\":\"JOBm\"}"));
+    r = CTL("forget", "mial", "-y");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "forgot queue mial\n");
+    run_free(&r);
+    r = CTL("queues", "--json");
+    assert_exit(r, 0);
+    cr_assert_null(strstr(r.out, "\"mial\""), "still listed:\n%s", r.out);
+    run_free(&r);
     tc_close(c);
 }
 

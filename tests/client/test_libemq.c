@@ -532,6 +532,18 @@ Test(libemq, daemon_wide_views)
     cr_assert(json_is_array(json_object_get(me, "held")));
     json_decref(me);
     assert_emq_err(c, emq_client(c, self + 1000, &me), EMQ_ENOTFOUND);
+
+    /* forget: refused while va holds jobs; vb, drained, goes. */
+    assert_emq_err(c, emq_forget(c, "va"), EMQ_ESTATE);
+    assert_emq_ok(c, emq_drain(c, "vb", "TENa", NULL));
+    assert_emq_ok(c, emq_forget(c, "vb"));
+    json_t *page = NULL;
+    assert_emq_ok(c, emq_queues(c, NULL, 1000, &page, cursor));
+    for (size_t i = 0; i < json_array_size(page); i++)
+        cr_assert_str_neq(json_string_value(json_object_get(json_array_get(page, i), "queue")),
+                          "vb", "a forgotten queue is listed");
+    json_decref(page);
+    assert_emq_err(c, emq_forget(c, "not a queue"), EMQ_EQUEUE);
     emq_close(c);
 }
 

@@ -521,6 +521,12 @@ export class Client extends EventEmitter {
     } while (cursor !== '0');
   }
 
+  /** Remove a queue that holds no job (5.28); StateError while it has
+   * jobs or is in use. */
+  async forget(queue) {
+    await this.request('forget', { queue });
+  }
+
   /** One page of the daemon's connections, newest first (5.27). */
   async clients(options) {
     const o = checkOptions('clients', options, ['cursor', 'count']);
@@ -585,7 +591,7 @@ export class Client extends EventEmitter {
 export const PIPELINE_OPS = Object.freeze([
   'ping', 'enqueue', 'enqueueMany', 'claim', 'stream', 'complete', 'fail', 'release', 'extend',
   'limit', 'pause', 'resume', 'reassign', 'drain', 'depth', 'reap', 'stats', 'groups', 'job',
-  'peek', 'remove', 'deadList', 'deadRetry', 'deadPurge', 'check', 'queues', 'clients', 'client', 'request',
+  'peek', 'remove', 'deadList', 'deadRetry', 'deadPurge', 'check', 'queues', 'forget', 'clients', 'client', 'request',
 ]);
 
 /** Calls queued on a client and written together by `exec()`, in one

@@ -240,6 +240,17 @@ test('queues pages the registry with each queue\'s totals', async () => {
   await assert.rejects(c.queues({ cursor: 'x' }), ArgumentError);
 });
 
+test('forget refuses a queue with jobs, then forgets it', async () => {
+  const q = qname();
+  await c.enqueue(q, 1, { job: 'JOBfg', group: 'TENa' });
+  await assert.rejects(c.forget(q), StateError);
+  await c.remove(q, 'JOBfg');
+  await c.forget(q);
+  const names = [];
+  for await (const row of c.allQueues({ count: 1000 })) names.push(row.queue);
+  assert.equal(names.includes(q), false);
+});
+
 test('clients shows this connection and the leases it holds', async () => {
   const q = qname();
   await c.enqueue(q, 1, { group: 'TENa' });

@@ -323,6 +323,13 @@ def queues(cursor: Optional[str] = None, count: Optional[int] = None) -> Call[Qu
     return Call(_req("queues", cursor=cursor, count=count), lambda r, at: QueuesPage.from_wire(r))
 
 
+def forget(queue: str) -> Call[None]:
+    """Remove a queue that holds no job from the registry, the store and
+    the daemon (5.28); raises :class:`~echomq.StateError` while it has
+    jobs, or while the daemon's connections use it."""
+    return Call(_req("forget", queue=queue), _none)
+
+
 def clients(cursor: Optional[str] = None, count: Optional[int] = None) -> Call[ClientsPage]:
     """One page of the daemon's connections, newest first (5.27), from
     ``cursor`` (the previous page's; default the newest)."""

@@ -137,6 +137,7 @@ class AsyncClient:
     stats = _awaited(_ops.stats)
     groups = _awaited(_ops.groups)
     queues = _awaited(_ops.queues)
+    forget = _awaited(_ops.forget)
     clients = _awaited(_ops.clients)
     client = _awaited(_ops.client)
     job = _awaited(_ops.job)

@@ -175,6 +175,20 @@ def test_queues_pages_the_registry_with_totals(client: Client, queue: str) -> No
         client.queues("x")
 
 
+def test_forget_refuses_a_queue_with_jobs_then_forgets_it(client: Client, queue: str) -> None:
+    job = client.enqueue(queue, 1, group="TENa").job
+    with pytest.raises(echomq.StateError):
+        client.forget(queue)
+    client.remove(queue, job)
+    assert client.forget(queue) is None
+    page = client.queues(count=1000)
+    while True:
+        assert queue not in [q.queue for q in page.queues]
+        if page.done:
+            break
+        page = client.queues(page.cursor, count=1000)
+
+
 def test_clients_shows_names_streams_and_held_leases(client: Client, other: Client, queue: str) -> None:
     client.enqueue(queue, 1, group="TENa")
     (j,) = other.claim(queue, lease_ms=600000)
