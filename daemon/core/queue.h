@@ -76,8 +76,9 @@ struct queue {
      * retired queue is freed only once there is none), and of them the
      * leases. */
     size_t attached, leases;
-    /* Requests that have named it so far (req.c), so that a forget can
-     * tell whether another request used the queue while it ran. */
+    /* Requests other than reads that have named it so far (req.c), so
+     * that a forget can tell whether another request used the queue
+     * while it ran. */
     uint64_t nreq;
 };
 

@@ -186,9 +186,10 @@ static void forget_cb(void *priv, const struct store_status *st)
     }
     struct queue *q = r->q;
     struct engine *eng = &req_server(r)->eng;
-    /* A request of another connection that named the queue while the
-     * script ran is ordered after it, and made the queue anew (an
-     * enqueue) or uses it: then the queue stays, registered and in use.
+    /* A request of another connection (other than a read) that named the
+     * queue while the script ran is ordered after it, and made the queue
+     * anew (an enqueue) or uses it: then the queue stays, registered and
+     * in use.
      * Otherwise it leaves the registry, this daemon and its metrics. */
     if (q->nreq == r->n && !forget_in_use(req_server(r), q)) {
         store_queues_remove(eng->pool, &eng->registry, q->name, q->len);
@@ -201,7 +202,7 @@ static void cmd_forget(struct req *r)
 {
     if (forget_refused(r))
         return;
-    r->n = r->q->nreq; /* this request's own, counted at lookup */
+    r->n = r->q->nreq; /* forget, a CMD_READ, counts none itself */
     if (store_forget(queue_store(r->q), forget_cb, r) != 0)
         req_error(r, WIRE_EUNAVAILABLE, "the backend is unavailable");
 }

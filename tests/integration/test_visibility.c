@@ -852,3 +852,52 @@ Test(visibility, forget_pipelined_takes_effect_in_order)
     cr_assert(in_metrics("fp"));
     tc_close(c);
 }
+
+/* Two pings answered on p, a connection of its own: the daemon's loop has
+ * turned since the lines sent before were read (it serves sockets in the
+ * order they became readable), so they have been dispatched. */
+static void loop_turned(struct tc_conn *p)
+{
+    for (int i = 0; i < 2; i++)
+        json_decref(OK(p, "{\"op\":\"ping\"}"));
+}
+
+/* An enqueue of another connection that names the queue while the forget
+ * is at Redis runs after it there, and makes the queue anew: the daemon
+ * keeps it registered and in use rather than stranding the job. Redis'
+ * writes are held so that both are out at once. */
+Test(visibility, forget_racing_an_enqueue_of_another_connection_keeps_the_queue)
+{
+    /* No upkeep pass to be held with them and blur the count of calls out. */
+    fx_teardown();
+    const char *const extra[] = {"--upkeep-ms", "3600000", NULL};
+    fx_start(extra);
+    struct tc_conn *a = fx_conn(), *b = fx_conn(), *p = fx_conn();
+    json_decref(OK(a, "{\"op\":\"enqueue\",\"queue\":\"fz\",\"job\":\"JOBz0\",\"payload\":0}"));
+    json_decref(OK(a, "{\"op\":\"remove\",\"queue\":\"fz\",\"job\":\"JOBz0\"}"));
+    redisContext *rc = redis_server_connect(&fx_redis);
+    await(registered(rc, "fz") == 1, "fz to be registered");
+    fx_await_quiet(&fx_emqd);
+    fx_redis_pause_writes(true); /* a script call is a write: held */
+    cr_assert_eq(tc_send_line(a, "{\"op\":\"forget\",\"queue\":\"fz\"}"), 0);
+    loop_turned(p);
+    cr_assert_eq(tc_send_line(b, "{\"op\":\"enqueue\",\"queue\":\"fz\",\"delay_ms\":3600000,"
+                                 "\"payload\":1}"),
+                 0);
+    loop_turned(p);
+    fx_redis_pause_writes(false);
+    json_t *r = tc_read(a, wait_deadline_ms(0));
+    assert_ok(r);
+    json_decref(r);
+    r = tc_read(b, wait_deadline_ms(0));
+    assert_ok(r);
+    json_decref(r);
+    fx_await_quiet(&fx_emqd);
+    cr_assert_eq(registered(rc, "fz"), 1, "the queue the enqueue made was unregistered");
+    cr_assert(in_metrics("fz"), "the queue the enqueue made left the daemon");
+    cr_assert_eq(fx_stat(a, "fz", "delayed"), 1);
+    redisFree(rc);
+    tc_close(a);
+    tc_close(b);
+    tc_close(p);
+}
