@@ -65,7 +65,10 @@ int lease_hold(struct client *c, struct queue *q, const struct store_job *sj, lo
     }
     l->stream = stream;
     snprintf(l->lease, sizeof(l->lease), "%s", sj->lease);
-    snprintf(l->group, sizeof(l->group), "%.*s", (int)sj->group_len, sj->group ? sj->group : "");
+    /* A plain copy (this is the claim path): group_len fits, a valid id. */
+    size_t glen = sj->group_len < sizeof(l->group) ? sj->group_len : sizeof(l->group) - 1;
+    memcpy(l->group, sj->group ? sj->group : "", sj->group ? glen : 0);
+    l->group[sj->group ? glen : 0] = '\0';
     l->until = until;
     l->expires = uv_now(c->srv->loop) + lease_ms;
     l->since_ns = uv_hrtime();
