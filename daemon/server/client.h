@@ -13,6 +13,7 @@
 #include "frame.h"
 #include "map.h"
 #include "reply.h"
+#include "tokens.h"
 
 struct consumer;
 struct req;
@@ -57,8 +58,18 @@ struct client {
     struct map held;            /* "queue job" -> struct lease, jobs leased to us */
     struct consumer *consumers; /* its parked claims and streams */
     int auth_failures;
+    /* What it may do (perm.h): the role, and the tokens-file line that gave
+     * it (NULL: the token setting, or no authentication; both admin on
+     * every queue). 0 until hello when authentication is required. */
+    enum tokens_role role;
+    const struct token *tok;
     bool unauthed;   /* counted in the server's nunauthed: a token is set, no hello yet */
     uint64_t opened; /* uv_now() at accept */
+    /* TLS (client_tls.h): its state once its first byte was 0x16 (owned;
+     * NULL for a plain connection), and whether its first byte is still
+     * to come on a listener that takes both. */
+    struct tls *tls;
+    bool sniff, tls_announced;
     uint64_t last_active;
 };
 
@@ -98,5 +109,19 @@ void client_release_reads(struct client *c);
 /* Refuse c's partial line (frame_refuse): its ELIMIT answer takes its
  * place in the order. Returns the bytes given back (0: none). */
 size_t client_refuse_line(struct client *c);
+
+/* For client_tls.c, which reads and writes TLS connections with the
+ * plain path's own steps: */
+/* Room in c's frame reader for a read (the plain alloc callback). */
+void client_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+/* New input is in the frame reader: run its lines, count the bytes. */
+void client_input(struct client *c);
+/* The read ended (nread < 0): end of input, or an error. */
+void client_read_end(struct client *c, ssize_t nread);
+/* Its first n bytes (in the frame reader's room) were not TLS: take
+ * them, and read it as a plain connection from now on. */
+void client_go_plain(struct client *c, size_t n);
+/* A write of c's finished (the write callback). */
+void client_write_done(struct client *c, int status);
 
 #endif
