@@ -18,6 +18,16 @@ const char *cmd_str(const struct req *r, const char *name)
     return s != NULL ? s : "";
 }
 
+bool cmd_check_cursor(struct req *r)
+{
+    const char *cursor = request_string(r->root, "cursor", NULL);
+    if (cursor != NULL && (cursor[0] == '\0' || cursor[strspn(cursor, "0123456789")] != '\0')) {
+        req_error(r, WIRE_EARG, "argument \"cursor\" must be a cursor from a previous reply");
+        return false;
+    }
+    return true;
+}
+
 /* --- hello, ping, quit ------------------------------------------------- */
 
 static const struct arg_spec hello_spec[] = {
@@ -95,6 +105,13 @@ static void cmd_hello(struct req *r)
     struct client *c = r->c;
     if (server_auth_required(c->srv) && !hello_auth(r))
         return;
+    size_t nlen;
+    const char *name = request_string(r->root, "name", &nlen);
+    if (name != NULL) { /* at most 128 bytes, by the spec */
+        memcpy(c->name, name, nlen);
+        c->name[nlen] = '\0';
+        c->named = true;
+    }
     req_ok(r, json_pack("{s:s, s:s, s:i, s:s}", "server", "emqd", "version", EMQ_VERSION,
                         "protocol", 1, "role", tokens_role_name(perm_role(c))));
 }
@@ -122,7 +139,7 @@ const struct cmd cmd_session[] = {
     {NULL, NULL, NULL, 0},
 };
 
-static const struct cmd *const tables[] = {cmd_session, cmd_jobs, cmd_admin};
+static const struct cmd *const tables[] = {cmd_session, cmd_jobs, cmd_admin, cmd_view};
 
 const struct cmd *cmd_at(size_t i)
 {

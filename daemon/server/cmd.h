@@ -1,6 +1,7 @@
 /* cmd: the command tables. The tables live with their handlers (cmd.c:
  * the session; cmd_jobs.c: producing and consuming work; cmd_admin.c: the
- * per-tenant levers and reads); cmd_lookup searches them all. Each row
+ * per-tenant levers and reads; cmd_view.c: the daemon-wide views);
+ * cmd_lookup searches them all. Each row
  * names an op, its argument spec (checked before the handler runs, so
  * handlers see only valid arguments) and its handler, which finishes the
  * request exactly once (req.h). */
@@ -82,9 +83,13 @@ size_t cmd_index(const struct cmd *cmd);
     }
 
 /* Each table ends with a row whose name is NULL. */
-extern const struct cmd cmd_session[], cmd_jobs[], cmd_admin[];
+extern const struct cmd cmd_session[], cmd_jobs[], cmd_admin[], cmd_view[];
 
 /* A string argument of the request, "" when absent. */
 const char *cmd_str(const struct req *r, const char *name);
+/* The check of an optional "cursor" of a set scan (groups, queues): all
+ * decimal digits, as the backend's SSCAN cursors are; else it answers
+ * EARG. A cmd check (struct cmd). */
+bool cmd_check_cursor(struct req *r);
 
 #endif

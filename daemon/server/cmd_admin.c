@@ -248,16 +248,6 @@ static void groups_cb(void *priv, const struct store_status *st, const struct st
     req_ok(r, json_pack("{s:o, s:s}", "groups", list, "cursor", res->cursor));
 }
 
-static bool check_groups(struct req *r)
-{
-    const char *cursor = request_string(r->root, "cursor", NULL);
-    if (cursor != NULL && (cursor[0] == '\0' || cursor[strspn(cursor, "0123456789")] != '\0')) {
-        req_error(r, WIRE_EARG, "argument \"cursor\" must be a cursor from a previous reply");
-        return false;
-    }
-    return true;
-}
-
 static void cmd_groups(struct req *r)
 {
     const char *cursor = request_string(r->root, "cursor", NULL);
@@ -502,7 +492,7 @@ const struct cmd cmd_admin[] = {
     {"depth", opt_group_spec, cmd_depth, CMD_QUEUE | CMD_READ | CMD_PRODUCER},
     {"reap", opt_group_spec, cmd_reap, CMD_QUEUE | CMD_ADMIN},
     {"stats", queue_spec, cmd_stats, CMD_QUEUE | CMD_READ | CMD_PRODUCER},
-    {"groups", groups_spec, cmd_groups, CMD_QUEUE | CMD_READ | CMD_ADMIN, check_groups},
+    {"groups", groups_spec, cmd_groups, CMD_QUEUE | CMD_READ | CMD_ADMIN, cmd_check_cursor},
     {"job", job_spec, cmd_job, CMD_QUEUE | CMD_READ | CMD_ADMIN},
     {"peek", peek_spec, cmd_peek, CMD_QUEUE | CMD_READ | CMD_ADMIN, check_peek},
     {"remove", job_spec, cmd_remove, CMD_QUEUE | CMD_ADMIN},

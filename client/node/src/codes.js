@@ -18,4 +18,5 @@ export const CODES = Object.freeze({
   ELIMIT: Object.freeze([15, 'limit reached', 'LimitError']),
   EFULL: Object.freeze([16, 'the store is full', 'FullError']),
   EPERM: Object.freeze([17, 'not permitted for this token', 'PermissionDeniedError']),
+  ENOTFOUND: Object.freeze([18, 'not found', 'NotFoundError']),
 });

@@ -19,4 +19,5 @@ CODES = {
     'ELIMIT': (15, 'limit reached', 'LimitError'),
     'EFULL': (16, 'the store is full', 'FullError'),
     'EPERM': (17, 'not permitted for this token', 'PermissionDeniedError'),
+    'ENOTFOUND': (18, 'not found', 'NotFoundError'),
 }
