@@ -18,6 +18,10 @@ struct consumer;
 struct req;
 struct server;
 
+/* Where a detached client's output goes (client_new_detached): the bytes
+ * of this loop turn's replies, valid only during the call. */
+typedef void client_sink_cb(void *priv, const char *data, size_t len);
+
 struct client {
     struct client *prev, *next;
     struct client *dirty_next;
@@ -54,6 +58,10 @@ struct client {
     size_t counted_in, counted_partial, counted_out;
     struct map held;            /* "queue job" -> struct lease, jobs leased to us */
     struct consumer *consumers; /* its parked claims and streams */
+    /* Detached (client_new_detached): no socket; its replies go to sink
+     * at the end of the loop turn, instead of being written. */
+    client_sink_cb *sink;
+    void *sink_priv;
     int auth_failures;
     bool unauthed;   /* counted in the server's nunauthed: a token is set, no hello yet */
     uint64_t opened; /* uv_now() at accept */
@@ -61,6 +69,17 @@ struct client {
 };
 
 int client_accept(struct server *s, uv_stream_t *listener);
+/* A session that is not a connection: the dashboard's /api runs each of
+ * its requests on one of these (api.c), through the same request path
+ * (req_run_line) as a connection's lines, so the same table, checks and
+ * order apply. It has no socket and is in no list of the server (so no
+ * idle check, no max-clients, not among the connections the clients op
+ * shows); its replies go to sink, batched per loop turn as a
+ * connection's are. authed: whether it may use every op (the caller has
+ * checked the token). Close it with client_close when done; NULL out of
+ * memory. */
+struct client *client_new_detached(struct server *s, const char *addr, bool authed,
+                                   client_sink_cb *sink, void *priv);
 /* Queue bytes for the client (written at the end of this loop turn). Past
  * max-output, or out of memory, it closes the client (with a log line). */
 void client_send(struct client *c, const char *data, size_t len);

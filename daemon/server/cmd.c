@@ -16,6 +16,16 @@ const char *cmd_str(const struct req *r, const char *name)
     return s != NULL ? s : "";
 }
 
+bool cmd_token_ok(const char *want, const char *tok, size_t len)
+{
+    /* Constant time in the token's length: no early exit on a mismatch. */
+    size_t wl = strlen(want);
+    unsigned diff = (unsigned)(len ^ wl);
+    for (size_t i = 0; i < wl; i++)
+        diff |= (unsigned char)want[i] ^ (unsigned char)(i < len && tok ? tok[i] : 0);
+    return tok != NULL && diff == 0;
+}
+
 /* --- hello, ping, quit ------------------------------------------------- */
 
 static const struct arg_spec hello_spec[] = {
@@ -32,12 +42,7 @@ static void cmd_hello(struct req *r)
     if (want != NULL) {
         size_t len = 0;
         const char *tok = request_string(r->root, "token", &len);
-        /* Constant time in the token's length: no early exit on a mismatch. */
-        size_t wl = strlen(want);
-        unsigned diff = (unsigned)(len ^ wl);
-        for (size_t i = 0; i < wl; i++)
-            diff |= (unsigned char)want[i] ^ (unsigned char)(i < len && tok ? tok[i] : 0);
-        if (tok == NULL || diff != 0) {
+        if (!cmd_token_ok(want, tok, len)) {
             if (++c->auth_failures >= 3) {
                 log_event(LOG_WARN, "failed hellos: disconnecting",
                           "client=%s op=hello code=EAUTH failures=%d", c->addr, c->auth_failures);
@@ -75,7 +80,7 @@ const struct cmd cmd_session[] = {
     {NULL, NULL, NULL, 0},
 };
 
-static const struct cmd *const tables[] = {cmd_session, cmd_jobs, cmd_admin};
+static const struct cmd *const tables[] = {cmd_session, cmd_jobs, cmd_admin, cmd_view};
 
 const struct cmd *cmd_at(size_t i)
 {

@@ -1,9 +1,8 @@
 /* cmd: the command tables. The tables live with their handlers (cmd.c:
  * the session; cmd_jobs.c: producing and consuming work; cmd_admin.c: the
- * per-tenant levers and reads); cmd_lookup searches them all. Each row
- * names an op, its argument spec (checked before the handler runs, so
- * handlers see only valid arguments) and its handler, which finishes the
- * request exactly once (req.h). */
+ * per-tenant levers and reads; cmd_view.c: what the daemon itself knows); cmd_lookup searches them
+ * all. Each row names an op, its argument spec (checked before the handler runs, so handlers see
+ * only valid arguments) and its handler, which finishes the request exactly once (req.h). */
 #ifndef EMQ_CMD_H
 #define EMQ_CMD_H
 
@@ -13,6 +12,7 @@
 #include "request.h"
 
 struct req;
+struct server;
 
 struct cmd {
     const char *name;
@@ -65,7 +65,16 @@ const struct cmd *cmd_at(size_t i);
     }
 
 /* Each table ends with a row whose name is NULL. */
-extern const struct cmd cmd_session[], cmd_jobs[], cmd_admin[];
+extern const struct cmd cmd_session[], cmd_jobs[], cmd_admin[], cmd_view[];
+
+/* Take the history sample of every queue in use (cmd_view.c; the server
+ * calls it every QUEUE_HISTORY_MS). */
+void cmd_view_sample(struct server *s);
+
+/* True when tok (len bytes; NULL: none given) is the token want, compared
+ * in a time that does not depend on where they differ (hello, and the
+ * dashboard's /api). */
+bool cmd_token_ok(const char *want, const char *tok, size_t len);
 
 /* A string argument of the request, "" when absent. */
 const char *cmd_str(const struct req *r, const char *name);

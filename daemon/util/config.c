@@ -46,6 +46,8 @@ const struct config_key config_keys[] = {
      "IP:PORT serving Prometheus /metrics ('none' = off)"},
     {"metrics-groups", CONFIG_SIZE, OFF(metrics_groups), 0, 1000, "10", CONFIG_RELOAD,
      "groups per queue described in /metrics (the deepest)"},
+    {"http-cache-ms", CONFIG_U64, OFF(http_cache_ms), 0, 60000, "1000", CONFIG_RELOAD,
+     "dashboard /api: identical reads share one backend call for this long"},
     {"max-clients", CONFIG_SIZE, OFF(max_clients), 1, 1000000, "20000", CONFIG_RELOAD,
      "connections at once"},
     {"max-line", CONFIG_SIZE, OFF(max_line), 64, 1u << 30, "1048576", CONFIG_RELOAD,
