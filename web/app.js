@@ -103,7 +103,16 @@ function spark(values, title) {
   const t = document.createElementNS(ns, 'title');
   t.textContent = title;
   svg.append(t);
-  if (!values || values.length < 2) return svg;
+  if (!values || values.length < 2) {
+    // emqd samples every 10 s: the first points come after 20 s.
+    const wait = document.createElementNS(ns, 'text');
+    wait.setAttribute('x', '0');
+    wait.setAttribute('y', '18');
+    wait.setAttribute('class', 'spark-wait');
+    wait.textContent = 'collecting…';
+    svg.append(wait);
+    return svg;
+  }
   const max = Math.max(1, ...values);
   const pts = values.map((v, i) => `${(i * 120 / (values.length - 1)).toFixed(1)},${(26 - v * 24 / max).toFixed(1)}`);
   const line = document.createElementNS(ns, 'polyline');
