@@ -16,6 +16,7 @@ void engine_init(struct engine *e, uv_loop_t *loop, const struct config *cfg)
     e->loop = loop;
     e->cfg = cfg;
     map_init(&e->queues);
+    pool_route_init(&e->registry, STORE_QUEUES_KEY, sizeof(STORE_QUEUES_KEY) - 1);
 }
 
 void engine_attach_pool(struct engine *e, struct pool *p)
@@ -31,7 +32,7 @@ int engine_use(struct engine *e, struct queue *q)
         return -ENOSPC;
     e->nused++;
     queue_start(q);
-    store_queues_add(e->pool, q->name, q->len);
+    store_queues_add(e->pool, &e->registry, q->name, q->len);
     return 0;
 }
 

@@ -29,6 +29,9 @@ struct engine {
     size_t nused;           /* of them, those in use (queue.used) */
     struct queue *batched;  /* queues with completions to send this turn */
     struct queue *readonly; /* queues not in use, freed once their reads are done */
+    /* The registry's ordered calls (admin.h): a queue put in use is added
+     * before a later page or forget of it reads or removes it. */
+    struct pool_route registry;
 };
 
 void engine_init(struct engine *e, uv_loop_t *loop, const struct config *cfg);

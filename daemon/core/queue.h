@@ -29,7 +29,7 @@ struct queue_counters {
 };
 
 /* The queue's counters as they were every QUEUE_HISTORY_MS, the last
- * QUEUE_HISTORY_SLOTS samples (the rates op, server/cmd_view.c: the
+ * QUEUE_HISTORY_SLOTS samples (the rates op, server/cmd_rates.c: the
  * dashboard's throughput over the last five minutes, across reloads of
  * the page). v[i]: enqueued, completed, failed, dead. */
 #define QUEUE_HISTORY_SLOTS 31

@@ -26,6 +26,16 @@ bool cmd_token_ok(const char *want, const char *tok, size_t len)
     return tok != NULL && diff == 0;
 }
 
+bool cmd_check_cursor(struct req *r)
+{
+    const char *cursor = request_string(r->root, "cursor", NULL);
+    if (cursor != NULL && (cursor[0] == '\0' || cursor[strspn(cursor, "0123456789")] != '\0')) {
+        req_error(r, WIRE_EARG, "argument \"cursor\" must be a cursor from a previous reply");
+        return false;
+    }
+    return true;
+}
+
 /* --- hello, ping, quit ------------------------------------------------- */
 
 static const struct arg_spec hello_spec[] = {
@@ -80,7 +90,7 @@ const struct cmd cmd_session[] = {
     {NULL, NULL, NULL, 0},
 };
 
-static const struct cmd *const tables[] = {cmd_session, cmd_jobs, cmd_admin, cmd_view};
+static const struct cmd *const tables[] = {cmd_session, cmd_jobs, cmd_admin, cmd_view, cmd_rates};
 
 const struct cmd *cmd_at(size_t i)
 {

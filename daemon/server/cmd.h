@@ -1,8 +1,11 @@
 /* cmd: the command tables. The tables live with their handlers (cmd.c:
  * the session; cmd_jobs.c: producing and consuming work; cmd_admin.c: the
- * per-tenant levers and reads; cmd_view.c: what the daemon itself knows); cmd_lookup searches them
- * all. Each row names an op, its argument spec (checked before the handler runs, so handlers see
- * only valid arguments) and its handler, which finishes the request exactly once (req.h). */
+ * per-tenant levers and reads; cmd_view.c: the daemon-wide views;
+ * cmd_rates.c: what the daemon itself saw);
+ * cmd_lookup searches them all. Each row
+ * names an op, its argument spec (checked before the handler runs, so
+ * handlers see only valid arguments) and its handler, which finishes the
+ * request exactly once (req.h). */
 #ifndef EMQ_CMD_H
 #define EMQ_CMD_H
 
@@ -65,11 +68,11 @@ const struct cmd *cmd_at(size_t i);
     }
 
 /* Each table ends with a row whose name is NULL. */
-extern const struct cmd cmd_session[], cmd_jobs[], cmd_admin[], cmd_view[];
+extern const struct cmd cmd_session[], cmd_jobs[], cmd_admin[], cmd_view[], cmd_rates[];
 
-/* Take the history sample of every queue in use (cmd_view.c; the server
+/* Take the history sample of every queue in use (cmd_rates.c; the server
  * calls it every QUEUE_HISTORY_MS). */
-void cmd_view_sample(struct server *s);
+void cmd_rates_sample(struct server *s);
 
 /* True when tok (len bytes; NULL: none given) is the token want, compared
  * in a time that does not depend on where they differ (hello, and the
@@ -78,5 +81,9 @@ bool cmd_token_ok(const char *want, const char *tok, size_t len);
 
 /* A string argument of the request, "" when absent. */
 const char *cmd_str(const struct req *r, const char *name);
+/* The check of an optional "cursor" of a set scan (groups, queues): all
+ * decimal digits, as the backend's SSCAN cursors are; else it answers
+ * EARG. A cmd check (struct cmd). */
+bool cmd_check_cursor(struct req *r);
 
 #endif

@@ -198,16 +198,6 @@ static void groups_cb(void *priv, const struct store_status *st, const struct st
     req_ok(r, json_pack("{s:o, s:s}", "groups", list, "cursor", res->cursor));
 }
 
-static bool check_groups(struct req *r)
-{
-    const char *cursor = request_string(r->root, "cursor", NULL);
-    if (cursor != NULL && (cursor[0] == '\0' || cursor[strspn(cursor, "0123456789")] != '\0')) {
-        req_error(r, WIRE_EARG, "argument \"cursor\" must be a cursor from a previous reply");
-        return false;
-    }
-    return true;
-}
-
 static void cmd_groups(struct req *r)
 {
     const char *cursor = request_string(r->root, "cursor", NULL);
@@ -450,7 +440,7 @@ const struct cmd cmd_admin[] = {
     {"depth", opt_group_spec, cmd_depth, CMD_QUEUE | CMD_READ},
     {"reap", opt_group_spec, cmd_reap, CMD_QUEUE},
     {"stats", queue_spec, cmd_stats, CMD_QUEUE | CMD_READ},
-    {"groups", groups_spec, cmd_groups, CMD_QUEUE | CMD_READ, check_groups},
+    {"groups", groups_spec, cmd_groups, CMD_QUEUE | CMD_READ, cmd_check_cursor},
     {"job", job_spec, cmd_job, CMD_QUEUE | CMD_READ},
     {"peek", peek_spec, cmd_peek, CMD_QUEUE | CMD_READ, check_peek},
     {"remove", job_spec, cmd_remove, CMD_QUEUE},

@@ -42,7 +42,7 @@ static void sweep_cb(uv_timer_t *t)
     budget_sweep(s);
     if (now >= s->history_next) {
         s->history_next = now + QUEUE_HISTORY_MS;
-        cmd_view_sample(s);
+        cmd_rates_sample(s);
     }
 }
 

@@ -561,7 +561,7 @@ static void queues_decode(const struct store_call *cc, const struct store_status
 int store_queues_list(struct pool *p, store_queues_cb *cb, void *priv)
 {
     const char *argv[] = {"SMEMBERS", STORE_QUEUES_KEY};
-    return store_send_command(p, 2, argv, NULL, queues_decode, STORE_CB(cb), priv);
+    return store_send_command(p, NULL, 2, argv, NULL, queues_decode, STORE_CB(cb), priv);
 }
 
 static void ignore_cb(void *priv, int status, redisReply *reply)
@@ -571,11 +571,48 @@ static void ignore_cb(void *priv, int status, redisReply *reply)
     (void)reply;
 }
 
-int store_queues_add(struct pool *p, const char *name, size_t len)
+int store_queues_add(struct pool *p, struct pool_route *rt, const char *name, size_t len)
 {
     if (!brand_queue_valid(name, len))
         return -EINVAL;
     const char *argv[] = {"SADD", STORE_QUEUES_KEY, name};
     const size_t lens[] = {4, sizeof(STORE_QUEUES_KEY) - 1, len};
-    return pool_command(p, NULL, 3, argv, lens, ignore_cb, NULL);
+    return pool_command(p, rt, 3, argv, lens, ignore_cb, NULL);
+}
+
+/* SSCAN answers {cursor, {name, ...}}. */
+struct queues_page_res {
+    struct store_queues_page page;
+    struct text_list names;
+};
+
+static int queues_page_parse(const redisReply *r, void *out)
+{
+    struct queues_page_res *res = out;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING)
+        return STORE_SHAPE;
+    res->names = (struct text_list){0, NULL, brand_queue_valid};
+    int rc = texts_parse(r->element[1], &res->names);
+    res->page = (struct store_queues_page){r->element[0]->str, res->names.n, res->names.v};
+    return rc;
+}
+
+static void queues_page_decode(const struct store_call *c, const struct store_status *st,
+                               const redisReply *reply)
+{
+    struct store_status s = *st;
+    struct queues_page_res res = {0};
+    bool ok = store_parsed(c, &s, reply, queues_page_parse, &res);
+    ((store_queues_page_cb *)c->cb)(c->priv, &s, ok ? &res.page : NULL);
+    free(res.names.v);
+}
+
+int store_queues_page(struct pool *p, struct pool_route *rt, const char *cursor, uint64_t count,
+                      store_queues_page_cb *cb, void *priv)
+{
+    char num[24];
+    const char *argv[] = {"SSCAN", STORE_QUEUES_KEY, cursor, "COUNT",
+                          store_num(num, (long long)count)};
+    return store_send_command(p, rt, 5, argv, NULL, queues_page_decode, STORE_CB(cb), priv);
 }

@@ -255,10 +255,32 @@ typedef void store_queues_cb(void *priv, const struct store_status *st, size_t n
 
 int store_queues_list(struct pool *p, store_queues_cb *cb, void *priv);
 
+/* The registry's calls that a connection orders (the add of a queue it
+ * puts in use, the page it reads next, a forget) go by one route rt, so
+ * that they run at Redis in the order the daemon makes them: rt NULL for
+ * none. */
+
 /* Add a queue name, fire and forget: nobody waits on it, and an add that
  * is lost leaves the name to the next daemon that takes the queue up (or
  * this one, restarted). 0, or -EINVAL (not a valid queue name) or the
  * pool's refusals (pool_command). */
-int store_queues_add(struct pool *p, const char *name, size_t len);
+int store_queues_add(struct pool *p, struct pool_route *rt, const char *name, size_t len);
+
+/* A page of the registry (SSCAN): its valid names (others are passed
+ * over, so a page may hold none before the end), and the cursor for the
+ * next page ("0": this was the last). */
+struct store_queues_page {
+    const char *cursor;
+    size_t n;
+    const struct store_text *names;
+};
+
+typedef void store_queues_page_cb(void *priv, const struct store_status *st,
+                                  const struct store_queues_page *page);
+
+/* The page after cursor ("0" to start; else one a page returned: the
+ * caller checks it is digits) of about count (>= 1) names. */
+int store_queues_page(struct pool *p, struct pool_route *rt, const char *cursor, uint64_t count,
+                      store_queues_page_cb *cb, void *priv);
 
 #endif

@@ -222,14 +222,14 @@ int store_send_leasing(struct store_queue *sq, enum script_id id, int argc, cons
     return rc;
 }
 
-int store_send_command(struct pool *p, int argc, const char **argv, const size_t *lens,
-                       store_decode_fn *decode, void (*cb)(void), void *priv)
+int store_send_command(struct pool *p, struct pool_route *rt, int argc, const char **argv,
+                       const size_t *lens, store_decode_fn *decode, void (*cb)(void), void *priv)
 {
     struct store_call *c = malloc(sizeof(*c));
     if (c == NULL)
         return -ENOMEM;
     *c = (struct store_call){.name = argv[0], .decode = decode, .cb = cb, .priv = priv};
-    int rc = pool_command(p, NULL, argc, argv, lens, reply_cb, c);
+    int rc = pool_command(p, rt, argc, argv, lens, reply_cb, c);
     if (rc != 0)
         free(c);
     return rc;

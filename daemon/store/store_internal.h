@@ -54,10 +54,11 @@ uint64_t store_tag_seed(void);
 size_t store_tag_text(uint64_t tag, char out[STORE_TAG_TEXT]);
 
 /* Send the plain command argv[0..argc) (argv[0] a literal: it names the
- * call in log lines) on no route: the queue registry's commands, which
- * touch no queue's keys. 0 or a negative errno, as store_send. */
-int store_send_command(struct pool *p, int argc, const char **argv, const size_t *lens,
-                       store_decode_fn *decode, void (*cb)(void), void *priv);
+ * call in log lines) on route rt (NULL: none): the queue registry's
+ * commands, which touch no queue's keys. 0 or a negative errno, as
+ * store_send. */
+int store_send_command(struct pool *p, struct pool_route *rt, int argc, const char **argv,
+                       const size_t *lens, store_decode_fn *decode, void (*cb)(void), void *priv);
 
 /* The reply had a shape the script never returns: log it, and fill *st
  * with WIRE_EINTERNAL for the callback. */

@@ -388,8 +388,8 @@ Test(store_admin, malformed_replies_refused)
 
 Test(store_admin, registry)
 {
-    cr_assert_eq(store_queues_add(w.pool, "qa", 2), 0);
-    cr_assert_eq(store_queues_add(w.pool, "not valid", 9), -EINVAL);
+    cr_assert_eq(store_queues_add(w.pool, NULL, "qa", 2), 0);
+    cr_assert_eq(store_queues_add(w.pool, NULL, "not valid", 9), -EINVAL);
     redis("SADD emq:queues qb {bad}");
     CALL(store_queues_list(w.pool, texts, NULL));
     cr_assert_eq(w.got.code, 0);
