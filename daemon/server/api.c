@@ -107,21 +107,29 @@ struct api *api_new(struct server *s)
     return a;
 }
 
+static void call_drop(struct api_call *k);
+static void entry_unlink(struct api *a, struct api_entry *e);
+
 struct api *api_free(struct api *a)
 {
     if (a == NULL)
         return NULL;
     a->closing = true;
-    /* Calls still waiting for a slot are answered now; those running
-     * finish into the void (their connections are closing too). */
+    /* Calls still waiting for a slot go now, with the twins waiting for
+     * their reply (their connections are closing too); those running
+     * finish into the void, and the memory goes with the last. */
     while (a->wait_head != NULL) {
         struct api_call *k = a->wait_head;
         a->wait_head = k->next;
-        k->next = NULL;
-        http_conn_unref(k->conn);
-        free(k->line);
-        free(k);
-        a->calls--;
+        if (k->entry != NULL) {
+            for (struct api_call *w = k->entry->waiters, *n; w != NULL; w = n) {
+                n = w->next;
+                call_drop(w);
+            }
+            k->entry->waiters = NULL;
+            entry_unlink(a, k->entry);
+        }
+        call_drop(k);
     }
     a->wait_tail = NULL;
     api_release(a);
@@ -153,13 +161,19 @@ static void refuse(struct http_conn *c, int status, enum wire_error code, const 
     free(body);
 }
 
+/* Free k (the API's memory waits for its last call: call_free). */
+static void call_drop(struct api_call *k)
+{
+    http_conn_unref(k->conn);
+    free(k->line);
+    k->api->calls--;
+    free(k);
+}
+
 static void call_free(struct api_call *k)
 {
     struct api *a = k->api;
-    http_conn_unref(k->conn);
-    free(k->line);
-    free(k);
-    a->calls--;
+    call_drop(k);
     api_release(a);
 }
 
