@@ -316,20 +316,31 @@ views.queue = {
     if (this.scanning) return;
     this.scanning = true;
     const status = $('#groups-status');
-    const found = [];
+    // A scan of the registry (SSCAN) may list a group twice while Redis
+    // rehashes the set: keyed by name, the later row wins.
+    const found = new Map();
     let cursor = '0';
     let pages = 0;
     try {
       do {
-        const r = await api('groups', { queue: this.q, cursor, count: GROUP_SCAN_PAGE });
-        found.push(...r.groups);
+        // A page that fails (a busy daemon: EUNAVAILABLE) is asked again,
+        // twice, before the scan gives up.
+        let r;
+        for (let tries = 0; !r; tries++) {
+          try {
+            r = await api('groups', { queue: this.q, cursor, count: GROUP_SCAN_PAGE });
+          } catch (e) {
+            if (tries >= 2 || e.code === 'EAUTH' || e.code === 'EARG') throw e;
+          }
+        }
+        for (const g of r.groups) found.set(g.group, g);
         cursor = r.cursor;
         pages++;
-        if (!quiet && status) status.textContent = `scanning… ${fmt(found.length)} groups`;
+        if (!quiet && status) status.textContent = `scanning… ${fmt(found.size)} groups`;
       } while (cursor !== '0' && current === this);
-      this.groups = found;
+      this.groups = [...found.values()];
       this.scanPages = pages;
-      if (status) status.textContent = `${fmt(found.length)} groups (scanned ${new Date().toLocaleTimeString()})`;
+      if (status) status.textContent = `${fmt(found.size)} groups (scanned ${new Date().toLocaleTimeString()})`;
       this.draw();
     } catch (e) {
       if (status) status.textContent = `scan failed: ${e.code}: ${e.message}`;

@@ -341,6 +341,38 @@ static bool same_origin(const struct http_conn *c)
     return false;
 }
 
+/* Without a token, the Host a browser sends must name loopback (an IP of
+ * 127.0.0.0/8, [::1], or localhost): a page of another site whose name
+ * it has pointed at 127.0.0.1 (DNS rebinding) is same-origin with the
+ * dashboard by its own lights, and only its Host gives it away. */
+static bool host_loopback(const struct http_conn *c)
+{
+    size_t len;
+    const char *host = http_header(c, HTTP_H_HOST, &len);
+    if (host == NULL)
+        return false;
+    char name[64];
+    if (len >= sizeof(name))
+        return false;
+    memcpy(name, host, len);
+    name[len] = '\0';
+    /* Take the port off: "[::1]:9711", "127.0.0.1:9711", "localhost". */
+    char *end = name[0] == '[' ? strchr(name, ']') : strrchr(name, ':');
+    if (name[0] == '[') {
+        if (end == NULL || (end[1] != '\0' && end[1] != ':'))
+            return false;
+        end[1] = '\0';
+    } else if (end != NULL) {
+        *end = '\0';
+    }
+    if (strcasecmp(name, "localhost") == 0 || strcmp(name, "[::1]") == 0)
+        return true;
+    unsigned a, b, cc, d;
+    char tail;
+    return sscanf(name, "%u.%u.%u.%u%c", &a, &b, &cc, &d, &tail) == 4 && a == 127 && b < 256 &&
+           cc < 256 && d < 256;
+}
+
 static bool token_ok(const struct server *s, const struct http_conn *c)
 {
     size_t len;
@@ -418,39 +450,46 @@ static bool op_name_ok(const char *op)
     return true;
 }
 
-void api_handle(struct api *a, struct http_conn *c, const char *method, const char *op)
+/* The checks before a request becomes a line, in the order of
+ * proto/HTTP.md section 4. The op offered, or NULL when c was refused
+ * (answered here). */
+static const struct api_op *gate(const struct server *s, struct http_conn *c, const char *method,
+                                 const char *op)
 {
-    struct server *s = a->srv;
     const char *why;
     char msg[128];
 
     if (strcmp(method, "POST") != 0) {
         refuse(c, 405, WIRE_EPROTO, "the API takes POST only");
-        return;
+        return NULL;
     }
     if (!api_open(s, &why)) {
         refuse(c, 403, WIRE_EAUTH, why);
-        return;
+        return NULL;
     }
     /* Cross-site checks first, then the token: a forged request learns
      * nothing, and a page of another site cannot send the custom header
      * without a CORS preflight, which emqd never grants. */
     if (!same_origin(c)) {
         refuse(c, 403, WIRE_EAUTH, "cross-site request refused");
-        return;
+        return NULL;
+    }
+    if (s->cfg->token == NULL && !s->cfg->allow_insecure && !host_loopback(c)) {
+        refuse(c, 403, WIRE_EAUTH, "without a token, the Host must be a loopback address");
+        return NULL;
     }
     if (http_header(c, HTTP_H_EMQ_REQUEST, NULL) == NULL) {
         refuse(c, 403, WIRE_EAUTH, "the X-Emq-Request header is required");
-        return;
+        return NULL;
     }
     if (!token_ok(s, c)) {
         log_event(LOG_INFO, "dashboard request refused: bad or missing token", "op=%.32s", op);
         refuse(c, 401, WIRE_EAUTH, "bad or missing token (Authorization: Bearer ...)");
-        return;
+        return NULL;
     }
     if (!body_is_json(c)) {
         refuse(c, 415, WIRE_EPROTO, "the body must be Content-Type: application/json");
-        return;
+        return NULL;
     }
     const struct api_op *o = op_name_ok(op) ? op_find(op) : NULL;
     if (o == NULL) {
@@ -459,13 +498,55 @@ void api_handle(struct api *a, struct http_conn *c, const char *method, const ch
         else
             snprintf(msg, sizeof(msg), "no such op");
         refuse(c, 404, WIRE_EUNKNOWN, msg);
-        return;
+        return NULL;
     }
     if (s->stopping) {
         refuse(c, 503, WIRE_EUNAVAILABLE, "the daemon is shutting down");
-        return;
+        return NULL;
     }
+    return o;
+}
 
+/* A read: answer k from a kept reply, or let it wait for its running
+ * twin (true: k is taken care of); else give it an entry to fill, when
+ * there is room (false: run it). */
+static bool shared(struct api *a, struct api_call *k)
+{
+    prune(a, uv_now(a->srv->loop));
+    struct api_entry *e = a->entries;
+    while (e != NULL && !(e->klen == k->len && memcmp(e->key, k->line, k->len) == 0))
+        e = e->next;
+    if (e != NULL && !e->pending) {
+        respond_json(k->conn, 200, e->reply, e->reply_len);
+        call_free(k);
+        return true;
+    }
+    if (e != NULL) {
+        k->next = e->waiters; /* its twin's reply answers it */
+        e->waiters = k;
+        return true;
+    }
+    if (a->nentries >= API_CACHE_MAX || (e = calloc(1, sizeof(*e))) == NULL)
+        return false;
+    if ((e->key = malloc(k->len)) == NULL) {
+        free(e);
+        return false;
+    }
+    memcpy(e->key, k->line, k->len);
+    e->klen = k->len;
+    e->pending = true;
+    e->next = a->entries;
+    a->entries = e;
+    a->nentries++;
+    k->entry = e;
+    return false;
+}
+
+void api_handle(struct api *a, struct http_conn *c, const char *method, const char *op)
+{
+    const struct api_op *o = gate(a->srv, c, method, op);
+    if (o == NULL)
+        return;
     size_t blen, len = 0;
     bool bad;
     const char *body = http_body(c, &blen);
@@ -487,36 +568,7 @@ void api_handle(struct api *a, struct http_conn *c, const char *method, const ch
     k->len = len;
     http_conn_ref(c);
     a->calls++;
-
-    if (o->read) {
-        uint64_t now = uv_now(s->loop);
-        prune(a, now);
-        struct api_entry *e = a->entries;
-        while (e != NULL && !(e->klen == len && memcmp(e->key, line, len) == 0))
-            e = e->next;
-        if (e != NULL && !e->pending) {
-            respond_json(c, 200, e->reply, e->reply_len);
-            call_free(k);
-            return;
-        }
-        if (e != NULL) {
-            k->next = e->waiters; /* its twin's reply answers it */
-            e->waiters = k;
-            return;
-        }
-        if (a->nentries < API_CACHE_MAX && (e = calloc(1, sizeof(*e))) != NULL) {
-            if ((e->key = malloc(len)) == NULL) {
-                free(e);
-            } else {
-                memcpy(e->key, line, len);
-                e->klen = len;
-                e->pending = true;
-                e->next = a->entries;
-                a->entries = e;
-                a->nentries++;
-                k->entry = e;
-            }
-        }
-    }
+    if (o->read && shared(a, k))
+        return;
     call_submit(k);
 }

@@ -11,9 +11,10 @@
 #include "log.h"
 
 #define HTTP_CONNS_MAX  64
-#define HTTP_HEAD_MAX   8192 /* request line and headers */
-#define HTTP_TIMEOUT_MS 10000
-#define HTTP_FIELD_MAX  64 /* a header name we look for is shorter */
+#define HTTP_HEAD_MAX   8192   /* request line and headers */
+#define HTTP_TIMEOUT_MS 10000  /* to send the request */
+#define HTTP_ANSWER_MS  120000 /* for the daemon to answer it, once it is in */
+#define HTTP_FIELD_MAX  64     /* a header name we look for is shorter */
 
 /* The listener. Freed once its handle and every connection has closed. */
 struct http_server {
@@ -269,6 +270,8 @@ static int on_body(http_parser *p, const char *at, size_t len)
     return 0;
 }
 
+static void timeout_cb(uv_timer_t *t);
+
 static int on_message_complete(http_parser *p)
 {
     struct http_conn *c = p->data;
@@ -282,7 +285,12 @@ static int on_message_complete(http_parser *p)
     c->url[c->url_len] = '\0';
     c->url[strcspn(c->url, "?#")] = '\0';
     c->complete = true; /* one request per connection: later bytes are ignored */
-    http_conn_ref(c);   /* the handler may close it */
+    /* The client's deadline is met; the daemon's own work has deadlines
+     * of its own (redis-timeout-ms a call), and an /api request may wait
+     * its turn behind others: this only bounds a connection whose answer
+     * never comes. */
+    uv_timer_start(&c->timer, timeout_cb, HTTP_ANSWER_MS, 0);
+    http_conn_ref(c); /* the handler may close it */
     c->srv->cb(c->srv->priv, c, http_method_str((enum http_method)p->method), c->url);
     http_conn_unref(c);
     return 0;

@@ -3,7 +3,7 @@
  * by libhttp-parser; one request per connection, the answer closes it.
  * Bounded: 64 connections (at the cap the oldest one still sending its
  * request is dropped), 8 KiB of request line and headers, 64 KiB of
- * body, 10 s to send it all. */
+ * body, 10 s to send it all, then 120 s for the answer. */
 #ifndef EMQ_HTTP_H
 #define EMQ_HTTP_H
 

@@ -24,7 +24,7 @@ void web_serve(const struct server *s, struct http_conn *c, const char *method, 
         const struct web_asset *f = &web_assets[i];
         if (strcmp(f->path, path) != 0)
             continue;
-        if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+        if (strcmp(method, "GET") != 0) {
             http_respond(c, 405, "text/plain", "GET only\n", 9);
             return;
         }

@@ -42,8 +42,9 @@ static void http_send(int fd, const char *method, const char *path, const char *
     size_t blen = body != NULL ? strlen(body) : 0;
     size_t cap = 256 + strlen(path) + strlen(headers) + blen;
     char *req = malloc(cap);
-    int n = snprintf(req, cap, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sContent-Length: %zu\r\n\r\n",
-                     method, path, headers, blen);
+    /* Host: 127.0.0.1 unless the test sends its own. */
+    int n = snprintf(req, cap, "%s %s HTTP/1.1\r\n%s%sContent-Length: %zu\r\n\r\n", method, path,
+                     strstr(headers, "Host:") != NULL ? "" : "Host: 127.0.0.1\r\n", headers, blen);
     cr_assert(n > 0 && (size_t)n < cap);
     memcpy(req + n, body != NULL ? body : "", blen);
     size_t len = (size_t)n + blen, off = 0;
@@ -236,6 +237,35 @@ Test(dashboard_api, the_gate_refuses_forged_and_unauthenticated_requests)
                             "Sec-Fetch-Site: same-origin\r\n",
                             "pause", pause, 200)));
     cr_assert(paused(c, "gq", "TENa"));
+    tc_close(c);
+}
+
+/* Without a token, a page of another site whose name points at
+ * 127.0.0.1 (DNS rebinding) is same-origin by the browser's lights: its
+ * Host gives it away. */
+Test(dashboard_api, without_a_token_only_a_loopback_host_is_served)
+{
+    fx_setup();
+    struct tc_conn *c = fx_conn();
+    json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"hq\",\"payload\":1,\"group\":\"TENa\"}"));
+    const char *pause = "{\"queue\":\"hq\",\"group\":\"TENa\"}";
+    const char *const foreign[] = {
+        "Host: evil.example:9711\r\nOrigin: http://evil.example:9711\r\n",
+        "Host: evil.example\r\n",
+        "Host: 127.0.0.1.evil.example\r\n",
+        "Host: 10.0.0.1:9711\r\n",
+        "Host: [::2]:9711\r\n",
+        "Host: 127.0.0.1x\r\n",
+    };
+    for (size_t i = 0; i < sizeof(foreign) / sizeof(foreign[0]); i++) {
+        assert_error_body(api(foreign[i], "pause", pause, 403), "EAUTH");
+        cr_assert(!paused(c, "hq", "TENa"), "case %zu paused the group", i);
+    }
+    const char *const loopback[] = {"Host: localhost:9711\r\n", "Host: [::1]:9711\r\n",
+                                    "Host: 127.0.0.2\r\n", "Host: LOCALHOST\r\n"};
+    for (size_t i = 0; i < sizeof(loopback) / sizeof(loopback[0]); i++)
+        json_decref(
+            ok_body(api(loopback[i], "depth", "{\"queue\":\"hq\",\"group\":\"TENa\"}", 200)));
     tc_close(c);
 }
 
@@ -467,6 +497,8 @@ Test(dashboard_api, the_page_is_served)
     a = http("GET", "/nope.html", "", NULL);
     cr_assert_eq(a->status, 404);
     a = http("POST", "/", PAGE, "{}");
+    cr_assert_eq(a->status, 405);
+    a = http("HEAD", "/", "", NULL);
     cr_assert_eq(a->status, 405);
     a = http("GET", "/metrics", "", NULL);
     cr_assert_eq(a->status, 200);
