@@ -32,7 +32,7 @@ extern "C" {
  * "ELEASE"); see emq_code_name() and emq_code_from_name(). */
 enum emq_code {
     EMQ_OK = 0,
-/* Server error codes (protocol section 3), EMQ_EPROTO ... EMQ_EFULL,
+/* Server error codes (protocol section 3), EMQ_EPROTO ... EMQ_ENOTFOUND,
  * from the one table (emq_errors.def, installed beside this file). */
 #define EMQ_ERROR(name, summary, class) EMQ_E##name,
 #include "emq_errors.def"
@@ -372,6 +372,28 @@ int emq_remove(struct emq *c, const char *queue, const char *job, enum emq_state
 /* Verify the queue's store invariants (5.23): *violations is a new
  * reference to an array of sentences, empty when all hold. */
 int emq_check(struct emq *c, const char *queue, json_t **violations);
+
+/* One page of the queue registry with each queue's totals (5.26). cursor
+ * NULL or "0" starts; count 0 is the daemon's default page size. On
+ * EMQ_OK *queues is a new reference to the array of
+ * {"queue","pending","active","delayed","dead","groups","paused"} and
+ * next (33 bytes) the cursor to pass back, "0" when done. */
+int emq_queues(struct emq *c, const char *cursor, int count, json_t **queues, char next[33]);
+
+/* One page of the daemon's connections, newest first (5.27): as
+ * emq_queues, *clients the array of rows ({"id","addr","name","age_ms",
+ * "idle_ms","self","authed","streams","parked","leases"}). */
+int emq_clients(struct emq *c, const char *cursor, int count, json_t **clients, char next[33]);
+
+/* One connection by id (5.27): *client is a new reference to its row
+ * plus "held", the leases it holds (no tokens). EMQ_ENOTFOUND when the
+ * daemon has no open connection of that id. */
+int emq_client(struct emq *c, long long id, json_t **client);
+
+/* Remove a queue that holds no job from the registry, the store and the
+ * daemon (5.28). EMQ_ESTATE while it has jobs, or while the daemon's
+ * connections use it. */
+int emq_forget(struct emq *c, const char *queue);
 
 /* Round trip to the server (5.2). */
 int emq_ping(struct emq *c);

@@ -166,16 +166,9 @@ int emq_groups(struct emq *c, const char *queue, const char *cursor, int count,
 {
     json_t *req =
         groups != NULL && n != NULL && next != NULL ? group_req("groups", queue, NULL) : NULL;
-    if (req != NULL && cursor != NULL)
-        json_object_set_new(req, "cursor", json_string(cursor));
-    if (req != NULL && count != 0)
-        json_object_set_new(req, "count", json_integer(count));
-    json_t *reply;
-    int rc = emq_call(c, req, &reply, 0);
-    const json_t *arr = json_object_get(reply, "groups");
-    const char *cur = json_string_value(json_object_get(reply, "cursor"));
-    if (rc == EMQ_OK && (!json_is_array(arr) || cur == NULL || strlen(cur) > 32))
-        rc = emq_seterr(c, EMQ_EBADREPLY, "groups reply without groups and cursor");
+    json_t *reply = NULL, *arr = NULL;
+    char cur[33];
+    int rc = emq_scan_page(c, req, cursor, count, "groups", &reply, &arr, cur);
     size_t count_out = rc == EMQ_OK ? json_array_size(arr) : 0;
     struct emq_group_info *v = NULL;
     if (count_out > 0 && (v = calloc(count_out, sizeof(*v))) == NULL)

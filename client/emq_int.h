@@ -57,6 +57,13 @@ EMQ_HIDDEN int emq_ok(struct emq *c);
  * (for claims that wait). */
 EMQ_HIDDEN int emq_call(struct emq *c, json_t *req, json_t **reply, int extra_ms);
 
+/* One page of a set scan (groups, queues): req (consumed; NULL as for
+ * emq_call) with cursor (NULL: the start) and count (0: the daemon's
+ * default) added. On EMQ_OK *reply is the reply (decref it), *arr its
+ * array field key and next (33 bytes) its cursor. */
+EMQ_HIDDEN int emq_scan_page(struct emq *c, json_t *req, const char *cursor, int count,
+                             const char *key, json_t **reply, json_t **arr, char next[33]);
+
 /* Milliseconds on CLOCK_MONOTONIC. */
 EMQ_HIDDEN long long emq_now_ms(void);
 

@@ -89,6 +89,9 @@ static const struct ctl_cmd *ctl_find(const char *name)
     for (const struct ctl_cmd *c = ctl_cmd_table; c->name != NULL; c++)
         if (strcmp(c->name, name) == 0)
             return c;
+    for (const struct ctl_cmd *c = ctl_view_table; c->name != NULL; c++)
+        if (strcmp(c->name, name) == 0)
+            return c;
     if (strcmp(name, ctl_enqueue_cmd.name) == 0)
         return &ctl_enqueue_cmd;
     if (strcmp(name, ctl_top_cmd.name) == 0)
@@ -110,6 +113,8 @@ static void ctl_program_usage(FILE *out)
     fputs(ctl_program_synopsis, out);
     fputs("\nAdmin CLI for the emqd job queue.\n\nCommands:\n", out);
     for (const struct ctl_cmd *c = ctl_cmd_table; c->name != NULL; c++)
+        ctl_help_line(out, c);
+    for (const struct ctl_cmd *c = ctl_view_table; c->name != NULL; c++)
         ctl_help_line(out, c);
     ctl_help_line(out, &ctl_enqueue_cmd);
     ctl_help_line(out, &ctl_top_cmd);

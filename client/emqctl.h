@@ -4,8 +4,9 @@
  *
  * Modules: emqctl.c (argument parsing, help, connecting, main),
  * emqctl_table.c (aligned tables, readable numbers, colour),
- * emqctl_cmd.c (the one-request commands), emqctl_enqueue.c (enqueue,
- * single or batched from stdin) and emqctl_top.c (the live view). */
+ * emqctl_cmd.c (the one-request commands), emqctl_view.c (the daemon-wide
+ * views: queues, forget, clients), emqctl_enqueue.c (enqueue, single or
+ * batched from stdin) and emqctl_top.c (the live view). */
 #ifndef EMQCTL_H
 #define EMQCTL_H
 
@@ -70,7 +71,7 @@ struct ctl {
 };
 
 /* The command tables of the command modules, each ended by a zeroed row. */
-extern const struct ctl_cmd ctl_cmd_table[];
+extern const struct ctl_cmd ctl_cmd_table[], ctl_view_table[];
 extern const struct ctl_cmd ctl_enqueue_cmd;
 extern const struct ctl_cmd ctl_top_cmd;
 
@@ -99,6 +100,25 @@ void ctl_error(const char *code, const char *fmt, ...) __attribute__((format(pri
  * go on, CTL_EXIT_USAGE (after saying why) when stdin is not a terminal and
  * there is no --yes, CTL_EXIT_FAIL when the user said no. */
 int ctl_confirm(const struct ctl *ctl, const char *question);
+
+struct table_col;
+
+/* A paged listing of a set scan (groups, queues): the op, the reply's
+ * array, the table's columns, the default and the largest page size the
+ * op takes, and the cells of one entry (bufs: 32 bytes per column;
+ * returns true to highlight it). */
+struct ctl_scan {
+    const char *op, *key;
+    const struct table_col *cols;
+    int ncols;
+    long long page, page_max;
+    bool (*cells)(const json_t *entry, char bufs[][32], const char **cells);
+};
+
+/* Page through scan (of queue, or NULL), printing each page as it comes
+ * (--json: each reply as a line), at most --limit rows, --page-size per
+ * request; "(no KEY)" when there is none. 0 or the exit code. */
+int ctl_scan(struct ctl *ctl, const struct ctl_scan *scan, const char *queue);
 
 /* Parse a decimal integer in [min, max]; 0 or -EINVAL. */
 int ctl_parse_int(const char *s, long long min, long long max, long long *out);

@@ -67,12 +67,9 @@ static int cmd_stats(struct ctl *ctl)
     return rc;
 }
 
-static const struct table_col group_cols[] = {
-    {"GROUP", false}, {"DEPTH", true}, {"ACTIVE", true}, {"LIMIT", true}, {"PAUSED", false},
-};
-
-/* The cells of one group entry of a `groups` page; bufs holds 3x32 bytes. */
-static void cmd_group_cells(const json_t *g, char bufs[3][32], const char *cells[5])
+/* The cells of one group entry of a `groups` page (bufs: 32 bytes each);
+ * true when the row is highlighted (paused). */
+static bool cmd_group_cells(const json_t *g, char bufs[][32], const char **cells)
 {
     const json_t *limit = json_object_get(g, "limit");
     cells[0] = json_string_value(json_object_get(g, "group"));
@@ -81,18 +78,20 @@ static void cmd_group_cells(const json_t *g, char bufs[3][32], const char *cells
     cells[2] = fmt_num(bufs[1], cmd_int(g, "active"));
     cells[3] = json_is_integer(limit) ? fmt_num(bufs[2], json_integer_value(limit)) : "-";
     cells[4] = json_is_true(json_object_get(g, "paused")) ? "yes" : "no";
+    return json_is_true(json_object_get(g, "paused"));
 }
 
 /* Print one page's rows (at most *left; counts them down). */
-static void cmd_groups_page(struct table *t, const json_t *list, bool *header, long long *left)
+static void ctl_scan_page(struct table *t, const struct ctl_scan *scan, const json_t *list,
+                          bool *header, long long *left)
 {
-    char bufs[3][32];
-    const char *cells[5];
+    char bufs[TABLE_MAX_COLS][32];
+    const char *cells[TABLE_MAX_COLS];
     size_t n = json_array_size(list);
     if ((long long)n > *left)
         n = (size_t)*left;
     for (size_t i = 0; i < n; i++) {
-        cmd_group_cells(json_array_get(list, i), bufs, cells);
+        scan->cells(json_array_get(list, i), bufs, cells);
         table_fit(t, cells);
     }
     if (!*header) {
@@ -100,42 +99,53 @@ static void cmd_groups_page(struct table *t, const json_t *list, bool *header, l
         *header = true;
     }
     for (size_t i = 0; i < n; i++) {
-        cmd_group_cells(json_array_get(list, i), bufs, cells);
-        table_row(t, cells, strcmp(cells[4], "yes") == 0);
+        bool hl = scan->cells(json_array_get(list, i), bufs, cells);
+        table_row(t, cells, hl);
     }
     *left -= (long long)n;
     fflush(stdout);
 }
 
-static int cmd_groups(struct ctl *ctl)
+int ctl_scan(struct ctl *ctl, const struct ctl_scan *scan, const char *queue)
 {
     long long left = ctl->opt[CTL_O_LIMIT] ? ctl->num[CTL_O_LIMIT] : -1;
-    long long page = ctl->opt[CTL_O_PAGE] ? ctl->num[CTL_O_PAGE] : 100;
+    long long page = ctl->opt[CTL_O_PAGE] ? ctl->num[CTL_O_PAGE] : scan->page;
+    page = page < scan->page_max ? page : scan->page_max;
     left = left < 0 ? (long long)(~0ULL >> 1) : left;
     struct table t;
-    table_init(&t, group_cols, 5, ctl->color, stdout);
+    table_init(&t, scan->cols, scan->ncols, ctl->color, stdout);
     bool header = false, rows = false;
     char cursor[40] = "0";
     int rc = 0;
     do {
-        json_t *req = ctl_req("groups", QUEUE(ctl)), *reply;
+        json_t *req = ctl_req(scan->op, queue), *reply;
         json_object_set_new(req, "cursor", json_string(cursor));
         json_object_set_new(req, "count", json_integer(page < left ? page : left));
         rc = cmd_send(ctl, req, &reply);
         if (rc != 0)
             break;
-        rows = rows || json_array_size(json_object_get(reply, "groups")) > 0;
+        const json_t *list = json_object_get(reply, scan->key);
+        rows = rows || json_array_size(list) > 0;
         if (!ctl->json)
-            cmd_groups_page(&t, json_object_get(reply, "groups"), &header, &left);
+            ctl_scan_page(&t, scan, list, &header, &left);
         else
-            left -= (long long)json_array_size(json_object_get(reply, "groups"));
+            left -= (long long)json_array_size(list);
         const char *next = json_string_value(json_object_get(reply, "cursor"));
         snprintf(cursor, sizeof(cursor), "%s", next != NULL ? next : "0");
         json_decref(reply);
     } while (strcmp(cursor, "0") != 0 && left > 0);
     if (rc == 0 && !ctl->json && !rows)
-        puts("(no groups)");
+        printf("(no %s)\n", scan->key);
     return rc;
+}
+
+static int cmd_groups(struct ctl *ctl)
+{
+    static const struct table_col cols[] = {
+        {"GROUP", false}, {"DEPTH", true}, {"ACTIVE", true}, {"LIMIT", true}, {"PAUSED", false},
+    };
+    static const struct ctl_scan scan = {"groups", "groups", cols, 5, 100, 10000, cmd_group_cells};
+    return ctl_scan(ctl, &scan, QUEUE(ctl));
 }
 
 static int cmd_depth(struct ctl *ctl)

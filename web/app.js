@@ -557,9 +557,9 @@ views.workers = {
       h('div', { id: 'worker-held' }));
   },
   async refresh() {
-    let r;
+    let rows;
     try {
-      r = await api('clients');
+      rows = await allClients();
     } catch (e) {
       if (e.code !== 'EUNKNOWN') throw e;
       $('#workers-body').replaceChildren(h('tr', {}, h('td', { colspan: 7, class: 'empty' }, 'This emqd has no clients op.')));
@@ -567,25 +567,45 @@ views.workers = {
     }
     const body = $('#workers-body');
     if (!body) return;
-    body.replaceChildren(...(r.clients.length ? r.clients.map((c) => h('tr', { 'data-client': c.id, class: c.id === this.sel ? 'selected' : '' },
+    body.replaceChildren(...(rows.length ? rows.map((c) => h('tr', { 'data-client': c.id, class: c.id === this.sel ? 'selected' : '' },
       h('td', {}, h('a', { href: '#/workers', onclick: (e) => { e.preventDefault(); this.sel = c.id; refreshSoon(); } }, String(c.id))),
       h('td', {}, c.name ?? h('span', { class: 'hint' }, '—')), h('td', { class: 'mono' }, c.addr),
       h('td', {}, ago(c.age_ms)), h('td', {}, ago(c.idle_ms)),
-      h('td', {}, (c.streams || []).map((s) => `${s.queue}${s.group ? '/' + s.group : ''} (${s.credit})`).join(', ') || '—'),
+      h('td', {}, (c.streams || []).map((st) => `${st.queue}${st.flat ? ' (flat)' : ''}: ${st.credit} credit, ${st.outstanding} out`).join('; ') || (c.parked ? `${c.parked} parked claim(s)` : '—')),
       h('td', { class: 'num' }, fmt(c.leases)))) : [h('tr', {}, h('td', { colspan: 7, class: 'empty' }, 'No connections.'))]));
     const held = $('#worker-held');
     if (this.sel === undefined) return held.replaceChildren();
-    const one = await api('clients', { id: this.sel }).catch(() => null);
-    const entry = one?.clients?.[0];
-    held.replaceChildren(h('h2', {}, `Jobs held by connection ${this.sel}`),
+    let one;
+    try {
+      one = (await api('clients', { id: this.sel })).client;
+    } catch (e) {
+      if (e.code !== 'ENOTFOUND') throw e;
+      this.sel = undefined;
+      return held.replaceChildren(h('p', { class: 'hint' }, 'That connection has closed.'));
+    }
+    held.replaceChildren(h('h2', {}, `Jobs held by connection ${one.id}${one.name ? ' (' + one.name + ')' : ''}`),
       h('table', { class: 'grid', id: 'held-table' },
         h('thead', {}, h('tr', {}, ['Queue', 'Job', 'Group', 'Lease deadline'].map((c) => h('th', {}, c)))),
-        h('tbody', {}, (entry?.held || []).map((x) => h('tr', {},
+        h('tbody', {}, one.held.length ? one.held.map((x) => h('tr', { 'data-job': x.job },
           h('td', {}, h('a', { href: qhref(x.queue) }, x.queue)),
           h('td', {}, h('a', { class: 'mono', href: '#/job/' + encodeURIComponent(x.queue) + '/' + encodeURIComponent(x.job) }, x.job)),
-          h('td', {}, x.group ?? '(flat)'), h('td', {}, when(x.deadline_ms)))))));
+          h('td', {}, x.group ?? '(flat)'), h('td', {}, when(x.deadline_ms)))) : h('tr', {}, h('td', { colspan: 4, class: 'empty' }, 'None.')))));
   },
 };
+
+// Every connection, newest first: the clients op, page by page (at most
+// 20 pages of 1000).
+async function allClients() {
+  const out = [];
+  let cursor = '0';
+  for (let pages = 0; pages < 20; pages++) {
+    const r = await api('clients', cursor === '0' ? { count: 1000 } : { cursor, count: 1000 });
+    out.push(...r.clients);
+    cursor = r.cursor;
+    if (cursor === '0') break;
+  }
+  return out;
+}
 
 // --- routing and the refresh loop ---------------------------------------------
 

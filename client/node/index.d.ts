@@ -10,7 +10,8 @@ export declare const CODES: Readonly<Record<WireCode, readonly [number, string, 
 
 export type WireCode =
   | 'EPROTO' | 'EUNKNOWN' | 'EARG' | 'EKIND' | 'EBRAND' | 'EQUEUE' | 'ETOOBIG' | 'EEMPTY'
-  | 'ENOJOB' | 'ESTATE' | 'ELEASE' | 'EAUTH' | 'EUNAVAILABLE' | 'EINTERNAL' | 'ELIMIT' | 'EFULL';
+  | 'ENOJOB' | 'ESTATE' | 'ELEASE' | 'EAUTH' | 'EUNAVAILABLE' | 'EINTERNAL' | 'ELIMIT' | 'EFULL'
+  | 'ENOTFOUND';
 /** The client's own codes: ECONN (cannot connect, or the connection
  * broke), ETIMEOUT (no reply in time), EUSAGE (the API was misused). */
 export type ClientCode = 'ECONN' | 'ETIMEOUT' | 'EUSAGE';
@@ -45,6 +46,7 @@ export declare const UnavailableError: WireErrorClass<'EUNAVAILABLE'>;
 export declare const InternalError: WireErrorClass<'EINTERNAL'>;
 export declare const LimitError: WireErrorClass<'ELIMIT'>;
 export declare const FullError: WireErrorClass<'EFULL'>;
+export declare const NotFoundError: WireErrorClass<'ENOTFOUND'>;
 /** code -> class, for every wire code. */
 export declare const ERROR_CLASSES: { readonly [C in WireCode]: WireErrorClass<C> };
 
@@ -172,6 +174,41 @@ export interface GroupInfo {
 }
 export interface GroupsPage {
   groups: GroupInfo[];
+  /** Pass back for the next page; "0": done. */
+  cursor: string;
+}
+/** One queue of a queues page (PROTOCOL.md 5.26): stats' meanings. */
+export interface QueueInfo {
+  queue: string;
+  pending: number;
+  active: number;
+  delayed: number;
+  dead: number;
+  groups: number;
+  paused: number;
+}
+export interface QueuesPage {
+  queues: QueueInfo[];
+  /** Pass back for the next page; "0": done. */
+  cursor: string;
+}
+/** One connection of the daemon (PROTOCOL.md 5.27). */
+export interface ClientInfo {
+  id: number;
+  addr: string;
+  name: string | null;
+  age_ms: number;
+  idle_ms: number;
+  self: boolean;
+  authed: boolean;
+  streams: { queue: string; group: null; flat: boolean; credit: number; outstanding: number }[];
+  parked: number;
+  leases: number;
+  /** Only from client(id): the leases it holds, never their tokens. */
+  held?: { queue: string; job: string; group: string | null; deadline_ms: number }[];
+}
+export interface ClientsPage {
+  clients: ClientInfo[];
   /** Pass back for the next page; "0": done. */
   cursor: string;
 }
@@ -303,6 +340,15 @@ export declare class Client extends EventEmitter {
   stats(queue: string): Promise<Stats>;
   groups(queue: string, options?: { cursor?: string; count?: number }): Promise<GroupsPage>;
   allGroups(queue: string, options?: { count?: number }): AsyncGenerator<GroupInfo, void, void>;
+  /** One page of the queue registry with each queue's totals (5.26). */
+  queues(options?: { cursor?: string; count?: number }): Promise<QueuesPage>;
+  allQueues(options?: { count?: number }): AsyncGenerator<QueueInfo, void, void>;
+  /** Remove a queue that holds no job (5.28); StateError while it has jobs or is in use. */
+  forget(queue: string): Promise<void>;
+  /** One page of the daemon's connections, newest first (5.27). */
+  clients(options?: { cursor?: string; count?: number }): Promise<ClientsPage>;
+  /** One connection with the leases it holds; NotFoundError if none has that id. */
+  client(id: number): Promise<ClientInfo>;
   job(queue: string, job: string): Promise<JobRow>;
   /** One page of jobs in service order, each with its row (5.24). */
   peek(queue: string, options?: PeekOptions): Promise<PeekPage>;

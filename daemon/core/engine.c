@@ -2,6 +2,7 @@
  * shares (engine.h). */
 #include "engine.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,8 +60,27 @@ struct queue *engine_queue(struct engine *e, const char *name, size_t len, bool 
     return q;
 }
 
-/* Free the queues only reads have named, once nothing of theirs is out
- * (their route has no call in flight: every callback has run). */
+void engine_retire(struct engine *e, struct queue *q)
+{
+    assert(q->leases == 0 && q->wait_head == NULL && !q->retired);
+    map_del(&e->queues, q->name, q->len);
+    if (q->used) {
+        e->nused--;
+        uv_timer_stop(&q->timer);
+        q->used = false;
+    }
+    q->retired = true;
+    if (!q->listed) {
+        q->listed = true;
+        q->readonly_next = e->readonly;
+        e->readonly = q;
+    }
+}
+
+/* Free the queues only reads have named, and the retired ones, once
+ * nothing of theirs is out (their route has no call in flight: every
+ * callback has run). A retired queue is no longer in the map: a queue
+ * there under its name is a new one. */
 static void sweep_readonly(struct engine *e)
 {
     struct queue **p = &e->readonly;
@@ -69,9 +89,11 @@ static void sweep_readonly(struct engine *e)
         if (q->used) { /* put in use since: it stays */
             *p = q->readonly_next;
             q->listed = false;
-        } else if (q->store.route.inflight == 0 && q->nbatch == 0 && q->wait_head == NULL) {
+        } else if (q->store.route.inflight == 0 && q->nbatch == 0 && q->wait_head == NULL &&
+                   q->attached == 0) {
             *p = q->readonly_next;
-            map_del(&e->queues, q->name, q->len);
+            if (!q->retired)
+                map_del(&e->queues, q->name, q->len);
             queue_free(q);
         } else {
             p = &q->readonly_next;
@@ -109,4 +131,11 @@ void engine_deinit(struct engine *e)
     for (struct map_entry *m = map_first(&e->queues, &b); m; m = map_next(&e->queues, &b, m))
         queue_free(m->value);
     map_deinit(&e->queues);
+    /* The retired queues not freed yet are in the map no more. */
+    for (struct queue *q = e->readonly, *next; q != NULL; q = next) {
+        next = q->readonly_next;
+        if (q->retired)
+            queue_free(q);
+    }
+    e->readonly = NULL;
 }

@@ -47,6 +47,12 @@ struct queue *engine_queue(struct engine *e, const char *name, size_t len, bool 
 /* Put q in use: start its upkeep and wake subscription and add it to the
  * registry (emq:queues), once. 0, or -ENOSPC past ENGINE_QUEUES_MAX. */
 int engine_use(struct engine *e, struct queue *q);
+/* q was forgotten at the backend (its keys and registry entry are gone):
+ * take it out of this daemon's queues and metrics, stop its upkeep, and
+ * free it once nothing of it is out. A later request that names the
+ * queue makes it anew. It must hold no lease and no waiter (a stopped
+ * stream may still point at it: it is freed once that is gone too). */
+void engine_retire(struct engine *e, struct queue *q);
 /* Send the completions gathered this loop turn, one call per queue. */
 void engine_flush(struct engine *e);
 /* The end of a loop turn: engine_flush, then free the read-only queues

@@ -41,6 +41,10 @@ void queue_unpark(struct waiter *w)
 
 void queue_park(struct queue *q, struct waiter *w)
 {
+    /* A forgotten queue serves no one: only a stopped stream can still
+     * point at it (engine_retire), and it has nothing to wait for. */
+    if (q->retired)
+        return;
     if (!w->linked)
         link_tail(q, w);
     queue_pump(q, w->flat);

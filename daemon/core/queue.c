@@ -1,5 +1,6 @@
 /* queue: one queue's lifetime, its store, and the pieces the pump, the
  * batch and the server share (queue.h). */
+#include <assert.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -71,12 +72,19 @@ void queue_leased(struct queue *q, long long wait_ms)
     hist_record(&q->latency.wait, wait_ms > 0 ? (uint64_t)wait_ms * 1000 : 0);
 }
 
+/* A wake of the queue named in the channel ("emq:{q}:wake"). The
+ * subscription names the engine, not the queue, so that it outlives a
+ * forgotten queue's struct (the pool keeps a channel subscribed once made)
+ * and serves the queue made anew under the same name. */
 static void wake_cb(void *priv, const char *channel, const char *msg, size_t len)
 {
-    struct queue *q = priv;
-    (void)channel;
+    struct engine *e = priv;
     (void)msg;
     (void)len;
+    const char *open = strchr(channel, '{'), *close = open ? strchr(open, '}') : NULL;
+    struct queue *q = close ? map_get(&e->queues, open + 1, (size_t)(close - open - 1)) : NULL;
+    if (q == NULL || !q->used)
+        return;
     queue_pump(q, false);
     queue_pump(q, true);
 }
@@ -120,14 +128,16 @@ static void lost_cb(void *priv)
 
 void queue_start(struct queue *q)
 {
-    q->used = true;
+    q->used = q->started = true;
     uv_timer_init(q->eng->loop, &q->timer);
     q->timer.data = q;
     store_queue_on_lost(&q->store, lost_cb, q);
     q->reap_next = q->promote_next = 0;
     uv_timer_start(&q->timer, queue_upkeep_cb, 0, 0);
-    if (pool_subscribe(q->eng->pool, q->store.keys.names[KEY_WAKE], wake_cb, q) == 0)
-        q->subscribed = true;
+    /* -EEXIST for a queue made anew after a forget: its channel is
+     * subscribed already, and wake_cb finds this struct by name. */
+    int rc = pool_subscribe(q->eng->pool, q->store.keys.names[KEY_WAKE], wake_cb, q->eng);
+    q->subscribed = rc == 0 || rc == -EEXIST;
 }
 
 static void queue_closed_cb(uv_handle_t *h)
@@ -140,7 +150,8 @@ static void queue_closed_cb(uv_handle_t *h)
 
 void queue_free(struct queue *q)
 {
-    if (!q->used) { /* never started: no timer to close */
+    assert(q->attached == 0);
+    if (!q->started) { /* never started: no timer to close */
         store_queue_deinit(&q->store);
         free(q->batch);
         free(q);

@@ -80,8 +80,18 @@ struct queue {
     struct queue_latency latency;
     struct queue_history history;
     bool used;                   /* in use: started and registered (engine_use) */
+    bool started;                /* its timer was initialised (queue_start): closed when freed */
     bool listed;                 /* on the engine's readonly list */
+    bool retired;                /* forgotten (engine_retire): out of the map, freed when idle */
     struct queue *readonly_next; /* in that list */
+    /* The server's consumers and leases that point at this queue (a
+     * retired queue is freed only once there is none), and of them the
+     * leases. */
+    size_t attached, leases;
+    /* Requests other than reads that have named it so far (req.c), so
+     * that a forget can tell whether another request used the queue
+     * while it ran. */
+    uint64_t nreq;
 };
 
 /* Made and freed by the engine. */

@@ -17,6 +17,13 @@
 
 void queue_upkeep_cb(uv_timer_t *t);
 
+/* No more passes: the daemon is stopping, or the queue was forgotten
+ * (engine_retire; a pass in flight finishes without rescheduling). */
+static bool upkeep_off(const struct queue *q)
+{
+    return q->eng->stopping || q->retired;
+}
+
 static void upkeep_schedule(struct queue *q)
 {
     uint64_t next = q->eng->cfg->upkeep_ms;
@@ -55,7 +62,7 @@ static void promote_cb(void *priv, const struct store_status *st, uint64_t n, lo
     q->promote_next = upkeep_next(q, st, n, next_ms);
     q->count.promoted += n;
     q->upkeep_busy = false;
-    if (q->eng->stopping)
+    if (upkeep_off(q))
         return;
     upkeep_schedule(q);
     /* A wake can be lost (published while our subscriber was
@@ -73,16 +80,16 @@ static void reap_cb(void *priv, const struct store_status *st, uint64_t n, long 
         log_event(LOG_INFO, "reaped expired leases", "queue=%s leases=%llu", q->name,
                   (unsigned long long)n);
     q->count.reaped += n;
-    if (q->eng->stopping || store_promote(queue_store(q), UPKEEP_MAX, promote_cb, q) != 0) {
+    if (upkeep_off(q) || store_promote(queue_store(q), UPKEEP_MAX, promote_cb, q) != 0) {
         q->upkeep_busy = false;
-        if (!q->eng->stopping)
+        if (!upkeep_off(q))
             upkeep_schedule(q);
     }
 }
 
 void queue_due_in(struct queue *q, uint64_t ms)
 {
-    if (q->eng->stopping)
+    if (upkeep_off(q))
         return;
     if (q->upkeep_busy) {
         /* A pass reschedules itself from its scripts' "next due" answers,
@@ -115,7 +122,7 @@ static void recover_cb(void *priv, const struct store_status *st, uint64_t n)
                   q->name, (unsigned long long)n);
     q->count.recovered += n;
     (void)st; /* on an error the store keeps the tags for the next pass */
-    if (q->eng->stopping) {
+    if (upkeep_off(q)) {
         q->upkeep_busy = false;
         return;
     }
@@ -125,7 +132,7 @@ static void recover_cb(void *priv, const struct store_status *st, uint64_t n)
 void queue_upkeep_cb(uv_timer_t *t)
 {
     struct queue *q = t->data;
-    if (q->upkeep_busy || q->eng->stopping)
+    if (q->upkeep_busy || upkeep_off(q))
         return;
     q->upkeep_busy = true;
     /* Leases whose reply was lost go back first, before the reaper can

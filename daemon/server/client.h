@@ -32,8 +32,10 @@ struct client {
         uv_tcp_t tcp;
         uv_pipe_t pipe;
     } h;
-    uint64_t id;
+    uint64_t id; /* this daemon's number for it, from 1, never reused */
     char addr[64];
+    char name[129]; /* what its last hello called it (named), for clients */
+    bool named;
     struct frame frame;
     struct outbuf out;  /* bytes waiting for the next write */
     struct outbuf wbuf; /* bytes being written */

@@ -63,6 +63,13 @@ static void cmd_hello(struct req *r)
         }
         client_set_authed(c);
     }
+    size_t nlen;
+    const char *name = request_string(r->root, "name", &nlen);
+    if (name != NULL) { /* at most 128 bytes, by the spec */
+        memcpy(c->name, name, nlen);
+        c->name[nlen] = '\0';
+        c->named = true;
+    }
     req_ok(r,
            json_pack("{s:s, s:s, s:i}", "server", "emqd", "version", EMQ_VERSION, "protocol", 1));
 }

@@ -370,7 +370,7 @@ static void claim_cb(void *priv, const struct store_status *st, const struct sto
         struct reply_job j;
         /* A lease the connection cannot remember (out of memory) would
          * not be given back when it closes: give it back now instead. */
-        if (lease_hold(c, r->q, sj->id, sj->id_len, sj->lease, lease, NULL) != 0) {
+        if (lease_hold(c, r->q, sj, res->deadline, lease, NULL) != 0) {
             queue_pairs_add(&back, sj->id, sj->lease);
             continue;
         }
@@ -566,7 +566,7 @@ static void extend_cb(void *priv, const struct store_status *st, long long lease
     size_t jlen;
     const char *job = request_string(r->root, "job", &jlen);
     lease_extend(r->c, r->q, job, jlen, cmd_str(r, "lease"),
-                 (uint64_t)request_int(r->root, "lease_ms", 1));
+                 (uint64_t)request_int(r->root, "lease_ms", 1), lease_until);
     req_ok(r, json_pack("{s:I}", "lease_until", (json_int_t)lease_until));
 }
 

@@ -3,6 +3,7 @@
  * connection (its lease table, its output, its reply line) is here. */
 #include "consumer.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 
@@ -32,6 +33,8 @@ static void timer_closed_cb(uv_handle_t *h)
 
 static void consumer_free(struct consumer *k)
 {
+    assert(k->w.q->attached > 0);
+    k->w.q->attached--;
     outbuf_deinit(&k->jobs);
     if (k->timer_on) {
         /* The timer's memory is the consumer's: free it once closed. */
@@ -79,8 +82,7 @@ static bool take(struct waiter *w, const struct store_job *sj, long long deadlin
     struct consumer *k = of(w);
     struct client *c = k->c;
     struct reply_job j;
-    if (lease_hold(c, w->q, sj->id, sj->id_len, sj->lease, w->lease_ms, k->stream ? k : NULL) !=
-        0) {
+    if (lease_hold(c, w->q, sj, deadline, w->lease_ms, k->stream ? k : NULL) != 0) {
         struct store_pair back = {sj->id, sj->lease};
         log_event(LOG_WARN, "out of memory: a leased job is given back", "client=%s queue=%s",
                   c->addr, w->q->name);
@@ -132,6 +134,7 @@ static struct consumer *consumer_new(struct client *c, struct queue *q, bool fla
         .q = q, .ops = &ops, .flat = flat, .oneshot = !stream, .lease_ms = lease_ms};
     k->c = c;
     k->stream = stream;
+    q->attached++; /* it points at q until consumer_free */
     outbuf_init(&k->jobs);
     k->cnext = c->consumers;
     c->consumers = k;

@@ -1,6 +1,7 @@
 /* lease: the jobs leased to one connection (lease.h). */
 #include "lease.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,15 @@ static size_t held_key(struct queue *q, const char *job, size_t jlen, char *key,
     return (size_t)snprintf(key, cap, "%s %.*s", q->name, (int)jlen, job);
 }
 
+/* Free a lease entry taken out of its table. */
+static void lease_free(struct lease *l)
+{
+    assert(l->q->attached > 0 && l->q->leases > 0);
+    l->q->attached--;
+    l->q->leases--;
+    free(l);
+}
+
 /* The stream s (or none) stops counting a job it was pushed. */
 static void stream_forget(struct consumer *s)
 {
@@ -27,11 +37,11 @@ static void stream_forget(struct consumer *s)
     }
 }
 
-int lease_hold(struct client *c, struct queue *q, const char *job, size_t jlen, const char *lease,
+int lease_hold(struct client *c, struct queue *q, const struct store_job *sj, long long until,
                uint64_t lease_ms, struct consumer *stream)
 {
     char key[sizeof(((struct lease *)0)->key)];
-    size_t klen = held_key(q, job, jlen, key, sizeof(key));
+    size_t klen = held_key(q, sj->id, sj->id_len, key, sizeof(key));
     struct lease *l = map_get(&c->held, key, klen);
     struct consumer *was = NULL;
     if (l != NULL) {
@@ -50,9 +60,16 @@ int lease_hold(struct client *c, struct queue *q, const char *job, size_t jlen, 
             free(l);
             return -ENOMEM;
         }
+        q->attached++; /* it points at q until lease_free */
+        q->leases++;
     }
     l->stream = stream;
-    snprintf(l->lease, sizeof(l->lease), "%s", lease);
+    snprintf(l->lease, sizeof(l->lease), "%s", sj->lease);
+    /* A plain copy (this is the claim path): group_len fits, a valid id. */
+    size_t glen = sj->group_len < sizeof(l->group) ? sj->group_len : sizeof(l->group) - 1;
+    memcpy(l->group, sj->group ? sj->group : "", sj->group ? glen : 0);
+    l->group[sj->group ? glen : 0] = '\0';
+    l->until = until;
     l->expires = uv_now(c->srv->loop) + lease_ms;
     l->since_ns = uv_hrtime();
     if (stream != NULL)
@@ -71,13 +88,15 @@ static struct lease *held(struct client *c, struct queue *q, const char *job, si
 }
 
 void lease_extend(struct client *c, struct queue *q, const char *job, size_t jlen,
-                  const char *token, uint64_t lease_ms)
+                  const char *token, uint64_t lease_ms, long long until)
 {
     char key[sizeof(((struct lease *)0)->key)];
     size_t klen;
     struct lease *l = held(c, q, job, jlen, token, key, &klen);
-    if (l != NULL)
+    if (l != NULL) {
         l->expires = uv_now(c->srv->loop) + lease_ms;
+        l->until = until;
+    }
 }
 
 /* Leases whose time ran out are not ours any more (the reaper gives the
@@ -123,7 +142,7 @@ void lease_unhold(struct client *c, struct queue *q, const char *job, size_t jle
     if (settled)
         hist_record(&q->latency.run, (uv_hrtime() - l->since_ns) / 1000);
     struct consumer *k = l->stream;
-    free(l);
+    lease_free(l);
     stream_forget(k);
 }
 
@@ -170,6 +189,6 @@ void lease_release_all(struct client *c)
     }
     free(qs);
     for (struct map_entry *e = map_first(&c->held, &b); e; e = map_next(&c->held, &b, e))
-        free(e->value);
+        lease_free(e->value);
     map_deinit(&c->held);
 }

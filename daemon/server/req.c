@@ -321,6 +321,8 @@ void req_run_line(struct client *c, const char *line, size_t len)
             req_error(r, WIRE_ELIMIT, "too many queues");
             return;
         }
+        if (!(r->cmd->flags & CMD_READ))
+            r->q->nreq++; /* a forget running meanwhile keeps the queue (cmd_view.c) */
     }
     if (s->stopping && r->cmd->flags & CMD_WORK) {
         req_error(r, WIRE_EUNAVAILABLE, "the daemon is shutting down");

@@ -102,6 +102,12 @@ int store_limit(struct store_queue *sq, const char *group, long long max, store_
     return store_send(sq, SCRIPT_LIMIT, 2, argv, NULL, done_decode, STORE_CB(cb), priv, 0);
 }
 
+/* forget returns 1 too. */
+int store_forget(struct store_queue *sq, store_done_cb *cb, void *priv)
+{
+    return store_send(sq, SCRIPT_FORGET, 0, NULL, NULL, done_decode, STORE_CB(cb), priv, 0);
+}
+
 /* pause and resume return 1 (it changed) or 0. */
 static int changed_parse(const redisReply *r, void *out)
 {
@@ -571,13 +577,25 @@ static void ignore_cb(void *priv, int status, redisReply *reply)
     (void)reply;
 }
 
-int store_queues_add(struct pool *p, struct pool_route *rt, const char *name, size_t len)
+/* SADD or SREM of one name, fire and forget. */
+static int queues_change(struct pool *p, struct pool_route *rt, const char *verb, const char *name,
+                         size_t len)
 {
     if (!brand_queue_valid(name, len))
         return -EINVAL;
-    const char *argv[] = {"SADD", STORE_QUEUES_KEY, name};
+    const char *argv[] = {verb, STORE_QUEUES_KEY, name};
     const size_t lens[] = {4, sizeof(STORE_QUEUES_KEY) - 1, len};
     return pool_command(p, rt, 3, argv, lens, ignore_cb, NULL);
+}
+
+int store_queues_add(struct pool *p, struct pool_route *rt, const char *name, size_t len)
+{
+    return queues_change(p, rt, "SADD", name, len);
+}
+
+int store_queues_remove(struct pool *p, struct pool_route *rt, const char *name, size_t len)
+{
+    return queues_change(p, rt, "SREM", name, len);
 }
 
 /* SSCAN answers {cursor, {name, ...}}. */

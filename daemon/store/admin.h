@@ -200,6 +200,11 @@ typedef void store_removed_cb(void *priv, const struct store_status *st, const c
 
 int store_remove(struct store_queue *sq, const char *job, store_removed_cb *cb, void *priv);
 
+/* Delete the queue's keys (lua/forget.lua) when it holds no job: nothing
+ * pending, active, delayed or dead; else it fails with WIRE_ESTATE and
+ * changes nothing. O(groups) at Redis. */
+int store_forget(struct store_queue *sq, store_done_cb *cb, void *priv);
+
 /* One dead job, oldest first. */
 struct store_dead_row {
     struct store_text job;
@@ -265,6 +270,9 @@ int store_queues_list(struct pool *p, store_queues_cb *cb, void *priv);
  * this one, restarted). 0, or -EINVAL (not a valid queue name) or the
  * pool's refusals (pool_command). */
 int store_queues_add(struct pool *p, struct pool_route *rt, const char *name, size_t len);
+
+/* Remove a queue name (a forgotten queue), fire and forget as the add. */
+int store_queues_remove(struct pool *p, struct pool_route *rt, const char *name, size_t len);
 
 /* A page of the registry (SSCAN): its valid names (others are passed
  * over, so a page may hold none before the end), and the cursor for the

@@ -26,8 +26,9 @@ TestSuite(emqctl_usage, .timeout = 30);
 
 /* Every command, for the help and man page checks. */
 static const char *const commands[] = {
-    "ping", "stats", "groups", "depth",  "limit", "pause", "resume",  "reassign", "drain",
-    "reap", "job",   "peek",   "remove", "dead",  "check", "enqueue", "top",      "help",
+    "ping",     "stats",  "groups",  "depth",  "limit",   "pause",  "resume",
+    "reassign", "drain",  "reap",    "job",    "peek",    "remove", "dead",
+    "check",    "queues", "clients", "forget", "enqueue", "top",    "help",
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -522,6 +523,130 @@ Test(emqctl, groups_pages_through_250_groups)
     r = CTL("groups", "q", "--limit", "10");
     assert_exit(r, 0);
     cr_assert_eq(count_lines(r.out), 11, "a header and 10 rows:\n%s", r.out);
+    run_free(&r);
+    tc_close(c);
+}
+
+/* queues: the registry's table with each queue's totals, paged; --json
+ * prints each page's reply as it came. */
+Test(emqctl, queues_table_and_json_pages)
+{
+    struct tc_conn *c = fx_conn();
+    enqueue(c, "JOBq1", "TENa");
+    enqueue(c, "JOBq2", "TENb");
+    json_decref(OK(c, "{\"op\":\"pause\",\"queue\":\"q\",\"group\":\"TENb\"}"));
+    json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"other\",\"delay_ms\":600000,"
+                      "\"payload\":1}"));
+
+    struct run r = CTL("queues");
+    assert_exit(r, 0);
+    char line[256];
+    cr_assert_str_eq(line_with(r.out, "QUEUE", line, sizeof(line)),
+                     "QUEUE  PENDING  ACTIVE  DELAYED  DEAD  GROUPS  PAUSED");
+    cr_assert_str_eq(line_with(r.out, "q ", line, sizeof(line)),
+                     "q            2       0        0     0       2       1");
+    cr_assert_str_eq(line_with(r.out, "other", line, sizeof(line)),
+                     "other        0       0        1     0       0       0");
+    cr_assert_eq(count_lines(r.out), 3);
+    run_free(&r);
+
+    r = CTL("queues", "--json", "--page-size", "1");
+    assert_exit(r, 0);
+    int pages = count_lines(r.out);
+    size_t total = 0;
+    for (int p = 0; p < pages; p++) {
+        json_t *page = json_line(r.out, p);
+        total += json_array_size(json_object_get(page, "queues"));
+        cr_assert_eq(strcmp(jstr(page, "cursor"), "0") == 0, p == pages - 1);
+        json_decref(page);
+    }
+    cr_assert_eq(total, 2);
+    run_free(&r);
+
+    r = CTL("queues", "--limit", "1");
+    assert_exit(r, 0);
+    cr_assert_eq(count_lines(r.out), 2, "a header and 1 row:\n%s", r.out);
+    run_free(&r);
+    tc_close(c);
+}
+
+/* clients: the daemon's connections, a worker's name, streams and leases;
+ * with its id, the jobs it holds (never a token); an unknown id exits 1. */
+Test(emqctl, clients_table_and_one_connection)
+{
+    struct tc_conn *w = fx_conn(), *c = fx_conn();
+    json_decref(OK(w, "{\"op\":\"hello\",\"protocol\":1,\"name\":\"worker-9\"}"));
+    enqueue(c, "JOBh1", "TENa");
+    json_t *cl = OK(w, "{\"op\":\"claim\",\"queue\":\"q\",\"lease_ms\":600000}");
+    const char *token = jstr(json_array_get(json_object_get(cl, "jobs"), 0), "lease");
+    cr_assert(token[0] != '\0');
+    json_decref(OK(w, "{\"op\":\"stream\",\"queue\":\"q\",\"credit\":5,\"flat\":true}"));
+
+    struct run r = CTL("clients");
+    assert_exit(r, 0);
+    char line[512];
+    assert_has(line_with(r.out, "ID", line, sizeof(line)), "ADDR");
+    assert_has(r.out, "worker-9");
+    assert_has(r.out, "q+flat:5/0");
+    run_free(&r);
+
+    r = CTL("--json", "clients");
+    assert_exit(r, 0);
+    json_t *page = json_line(r.out, 0);
+    json_t *rows = json_object_get(page, "clients");
+    long long wid = -1;
+    for (size_t i = 0; i < json_array_size(rows); i++)
+        if (strcmp(jstr(json_array_get(rows, i), "name"), "worker-9") == 0)
+            wid = jint(json_array_get(rows, i), "id");
+    cr_assert_gt(wid, 0);
+    json_decref(page);
+    run_free(&r);
+
+    char id[24];
+    snprintf(id, sizeof(id), "%lld", wid);
+    r = CTL("clients", id);
+    assert_exit(r, 0);
+    assert_has(r.out, "name     worker-9\n");
+    assert_has(r.out, "leases   1\n");
+    assert_has(line_with(r.out, "q ", line, sizeof(line)), "JOBh1  TENa");
+    char leased[64];
+    snprintf(leased, sizeof(leased), " %s\n", token);
+    cr_assert_null(strstr(r.out, leased), "the token is shown:\n%s", r.out);
+    run_free(&r);
+
+    r = CTL("clients", "999999");
+    assert_exit(r, 1);
+    assert_has(r.err, "ENOTFOUND");
+    run_free(&r);
+    r = CTL("clients", "x");
+    assert_exit(r, 2);
+    run_free(&r);
+    json_decref(cl);
+    tc_close(w);
+    tc_close(c);
+}
+
+/* forget asks first (refused without a terminal or --yes), is ESTATE
+ * (exit 1) on a queue with a job, and forgets an empty one. */
+Test(emqctl, forget_refuses_without_yes_then_forgets)
+{
+    struct tc_conn *c = fx_conn();
+    json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"mial\",\"job\":\"JOBm\",\"payload\":1}"));
+    struct run r = CTL("forget", "mial");
+    assert_exit(r, 2);
+    run_free(&r);
+    r = CTL("--yes", "forget", "mial");
+    assert_exit(r, 1);
+    assert_has(r.err, "ESTATE");
+    run_free(&r);
+    json_decref(OK(c, "{\"op\":\"remove\",\"queue\":\"mial\",\"job\":\"JOBm\"}"));
+    r = CTL("forget", "mial", "-y");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "forgot queue mial\n");
+    run_free(&r);
+    r = CTL("queues", "--json");
+    assert_exit(r, 0);
+    cr_assert_null(strstr(r.out, "\"mial\""), "still listed:\n%s", r.out);
     run_free(&r);
     tc_close(c);
 }

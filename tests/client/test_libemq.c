@@ -117,7 +117,7 @@ Test(libemq, connect_request_and_raw_replies)
 
 Test(libemq, code_names_round_trip)
 {
-    for (int code = EMQ_OK; code <= EMQ_EFULL; code++)
+    for (int code = EMQ_OK; code <= EMQ_ENOTFOUND; code++)
         cr_assert_eq(emq_code_from_name(emq_code_name(code)), code, "%s", emq_code_name(code));
     for (int code = EMQ_EIO; code <= EMQ_ESERVER; code++)
         cr_assert_eq(emq_code_from_name(emq_code_name(code)), code, "%s", emq_code_name(code));
@@ -483,6 +483,67 @@ Test(libemq, admin_levers_and_reads)
     cr_assert_eq(json_array_size(v), 0);
     json_decref(v);
     assert_emq_ok(c, emq_ping(c));
+    emq_close(c);
+}
+
+/* The daemon-wide views: queues paged one queue at a time. */
+Test(libemq, daemon_wide_views)
+{
+    struct emq *c = lib_conn();
+    put(c, "va", "JOBa1", "TENa", 1);
+    put(c, "va", "JOBa2", "TENb", 2);
+    put(c, "vb", "JOBb1", "TENa", 3);
+    bool changed;
+    assert_emq_ok(c, emq_pause(c, "vb", "TENa", &changed));
+    char cursor[33] = "0";
+    int pages = 0, seen = 0;
+    do {
+        json_t *page = NULL;
+        assert_emq_ok(c, emq_queues(c, cursor, 1, &page, cursor));
+        for (size_t i = 0; i < json_array_size(page); i++) {
+            json_t *q = json_array_get(page, i);
+            const char *name = json_string_value(json_object_get(q, "queue"));
+            bool a = strcmp(name, "va") == 0;
+            cr_assert(a || strcmp(name, "vb") == 0, "unknown queue %s", name);
+            cr_assert_eq(json_integer_value(json_object_get(q, "pending")), a ? 2 : 1);
+            cr_assert_eq(json_integer_value(json_object_get(q, "groups")), a ? 2 : 1);
+            cr_assert_eq(json_integer_value(json_object_get(q, "paused")), a ? 0 : 1);
+            seen++;
+        }
+        json_decref(page);
+        cr_assert_lt(++pages, 20);
+    } while (strcmp(cursor, "0") != 0);
+    cr_assert_eq(seen, 2);
+    assert_emq_err(c, emq_queues(c, "x", 0, &(json_t *){0}, cursor), EMQ_EARG);
+
+    /* clients: this connection is the one marked self; by id, its row. */
+    json_t *rows = NULL;
+    assert_emq_ok(c, emq_clients(c, NULL, 0, &rows, cursor));
+    cr_assert_str_eq(cursor, "0");
+    long long self = -1;
+    for (size_t i = 0; i < json_array_size(rows); i++)
+        if (json_is_true(json_object_get(json_array_get(rows, i), "self")))
+            self = json_integer_value(json_object_get(json_array_get(rows, i), "id"));
+    json_decref(rows);
+    cr_assert_gt(self, 0);
+    json_t *me = NULL;
+    assert_emq_ok(c, emq_client(c, self, &me));
+    cr_assert_eq(json_integer_value(json_object_get(me, "id")), self);
+    cr_assert(json_is_array(json_object_get(me, "held")));
+    json_decref(me);
+    assert_emq_err(c, emq_client(c, self + 1000, &me), EMQ_ENOTFOUND);
+
+    /* forget: refused while va holds jobs; vb, drained, goes. */
+    assert_emq_err(c, emq_forget(c, "va"), EMQ_ESTATE);
+    assert_emq_ok(c, emq_drain(c, "vb", "TENa", NULL));
+    assert_emq_ok(c, emq_forget(c, "vb"));
+    json_t *page = NULL;
+    assert_emq_ok(c, emq_queues(c, NULL, 1000, &page, cursor));
+    for (size_t i = 0; i < json_array_size(page); i++)
+        cr_assert_str_neq(json_string_value(json_object_get(json_array_get(page, i), "queue")),
+                          "vb", "a forgotten queue is listed");
+    json_decref(page);
+    assert_emq_err(c, emq_forget(c, "not a queue"), EMQ_EQUEUE);
     emq_close(c);
 }
 

@@ -289,6 +289,21 @@ static void r_remove(void)
     cf_settle();
 }
 
+static void r_forget(void)
+{
+    cr_assert_eq(fx_enqueue("JOBfg1", "TENfg", "{}"), 1);
+    char code[32];
+    fx_error(code, sizeof(code), SCRIPT_FORGET, NULL);
+    cr_assert_str_eq(code, "ESTATE", "a queue with a pending job");
+    cr_assert(cf_row_exists("JOBfg1"), "a refused forget keeps the job");
+    redisReply *r = cf_call(SCRIPT_REMOVE, "JOBfg1", NULL);
+    freeReplyObject(r);
+    cr_assert_eq(fx_int(SCRIPT_LIMIT, "TENfg", "3", NULL), 1);
+    cr_assert_eq(fx_int(SCRIPT_FORGET, NULL), 1);
+    cr_assert_eq(cf_key_int("EXISTS", fx_q.names[KEY_GLIMIT]), 0, "the ceilings went with it");
+    cr_assert_eq(cf_key_int("EXISTS", fx_q.names[KEY_GROUPS]), 0, "the group registry too");
+}
+
 static void r_limit(void)
 {
     cr_assert_eq(fx_int(SCRIPT_LIMIT, "TENli", "1", NULL), 1);
@@ -469,6 +484,7 @@ cluster_recipe *const cluster_recipes[SCRIPT__COUNT] = {
     [SCRIPT_ENQUEUE] = r_enqueue,
     [SCRIPT_EXTEND] = r_extend,
     [SCRIPT_FAIL] = r_fail,
+    [SCRIPT_FORGET] = r_forget,
     [SCRIPT_GROUPS] = r_groups,
     [SCRIPT_JOB] = r_job,
     [SCRIPT_LIMIT] = r_limit,

@@ -160,10 +160,19 @@ test('a job by id shows its row', async () => {
   await shot('job');
 });
 
-test('the workers view shows the connections', async () => {
+test('the workers view shows the connections and what one holds', async () => {
+  const w = await stack.connect({ token: TOKEN, name: 'worker-7' });
+  const got = await w.request('claim', { queue: Q, count: 2 });
+  assert.equal(got.jobs.length, 2);
+  const me = (await w.request('clients', {})).clients.find((c) => c.self);
   await page.goto(`${base}#/workers`);
-  await page.locator('#workers-body tr').first().waitFor();
+  const row = page.locator(`#workers-body tr[data-client="${me.id}"]`);
+  await row.locator('td', { hasText: 'worker-7' }).waitFor();
+  assert.equal(await row.locator('td').nth(6).textContent(), '2');
+  await row.locator('a').click();
+  for (const j of got.jobs) await page.locator(`#held-table tr[data-job="${j.job}"]`).waitFor();
   await shot('workers');
+  for (const j of got.jobs) await w.request('release', { queue: Q, job: j.job, lease: j.lease });
 });
 
 test('100,000 groups stay usable: scanned once, sorted, paged, filtered', async () => {

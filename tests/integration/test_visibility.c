@@ -334,3 +334,570 @@ Test(visibility, groups_pages_over_100000_groups)
     free(seen);
     tc_close(c);
 }
+
+/* --- clients ------------------------------------------------------------ */
+
+/* The row of connection id in a clients page, or NULL. */
+static json_t *client_of(json_t *page, long long id)
+{
+    json_t *rows = json_object_get(page, "clients");
+    for (size_t i = 0; i < json_array_size(rows); i++)
+        if (jint(json_array_get(rows, i), "id") == id)
+            return json_array_get(rows, i);
+    return NULL;
+}
+
+/* The id of c's own connection: the row clients marks self. */
+static long long own_id(struct tc_conn *c)
+{
+    json_t *p = OK(c, "{\"op\":\"clients\",\"count\":1000}");
+    json_t *rows = json_object_get(p, "clients");
+    long long id = -1;
+    int selves = 0;
+    for (size_t i = 0; i < json_array_size(rows); i++)
+        if (json_is_true(json_object_get(json_array_get(rows, i), "self"))) {
+            id = jint(json_array_get(rows, i), "id");
+            selves++;
+        }
+    cr_assert_eq(selves, 1, "exactly one row is the asker's own");
+    json_decref(p);
+    return id;
+}
+
+/* A worker's connection as another sees it: its name from hello, its
+ * stream with credit and what is out on it, its leases; with its id, the
+ * leases it holds (job, group, deadline) and never their tokens. */
+Test(visibility, clients_shows_names_streams_and_leases_never_tokens)
+{
+    struct tc_conn *w = fx_conn(), *a = fx_conn();
+    json_decref(OK(w, "{\"op\":\"hello\",\"protocol\":1,\"name\":\"worker-1\"}"));
+    long long wid = own_id(w), aid = own_id(a);
+    cr_assert_neq(wid, aid);
+    for (int i = 0; i < 3; i++)
+        json_decref(OK(a,
+                       "{\"op\":\"enqueue\",\"queue\":\"cq\",\"job\":\"JOBc%d\",\"group\":"
+                       "\"TENg%d\",\"payload\":%d}",
+                       i, i, i));
+    cr_assert_eq(tc_send_line(w, "{\"op\":\"stream\",\"queue\":\"cq\",\"credit\":2}"), 0);
+    char lease[2][32], job[2][80];
+    long long until[2];
+    for (int got = 0, replies = 0; got < 2 || replies < 1;) {
+        json_t *m = tc_read(w, wait_deadline_ms(0));
+        cr_assert_not_null(m, "the stream's reply and two pushes");
+        if (json_object_get(m, "push") != NULL) {
+            snprintf(lease[got], sizeof(lease[got]), "%s", jstr(m, "lease"));
+            snprintf(job[got], sizeof(job[got]), "%s", jstr(m, "job"));
+            until[got++] = jint(m, "lease_until");
+        } else {
+            assert_ok(m);
+            replies++;
+        }
+        json_decref(m);
+    }
+
+    json_t *p = OK(a, "{\"op\":\"clients\"}");
+    json_t *row = client_of(p, wid), *me = client_of(p, aid);
+    cr_assert_not_null(row);
+    cr_assert_not_null(me);
+    cr_assert_str_eq(jstr(row, "name"), "worker-1");
+    cr_assert(json_is_null(json_object_get(me, "name")), "no hello: no name");
+    cr_assert(json_is_false(json_object_get(row, "self")));
+    cr_assert(json_is_true(json_object_get(me, "self")));
+    cr_assert_eq(jint(row, "leases"), 2);
+    cr_assert_eq(jint(me, "leases"), 0);
+    cr_assert(strncmp(jstr(row, "addr"), "127.0.0.1:", 10) == 0, "addr %s", jstr(row, "addr"));
+    cr_assert_geq(jint(row, "age_ms"), jint(row, "idle_ms"));
+    json_t *streams = json_object_get(row, "streams");
+    cr_assert_eq(json_array_size(streams), 1);
+    json_t *s = json_array_get(streams, 0);
+    cr_assert_str_eq(jstr(s, "queue"), "cq");
+    cr_assert(json_is_null(json_object_get(s, "group")));
+    cr_assert(json_is_false(json_object_get(s, "flat")));
+    cr_assert_eq(jint(s, "credit"), 2);
+    cr_assert_eq(jint(s, "outstanding"), 2);
+    cr_assert_str_eq(jstr(p, "cursor"), "0");
+    json_decref(p);
+
+    p = OK(a, "{\"op\":\"clients\",\"id\":%lld}", wid);
+    json_t *one = json_object_get(p, "client");
+    cr_assert_eq(jint(one, "id"), wid);
+    json_t *held = json_object_get(one, "held");
+    cr_assert_eq(json_array_size(held), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *h = json_array_get(held, i);
+        int k = strcmp(jstr(h, "job"), job[0]) == 0 ? 0 : 1;
+        cr_assert_str_eq(jstr(h, "job"), job[k]);
+        cr_assert_str_eq(jstr(h, "queue"), "cq");
+        char g[16];
+        snprintf(g, sizeof(g), "TENg%c", job[k][4]);
+        cr_assert_str_eq(jstr(h, "group"), g);
+        cr_assert_eq(jint(h, "deadline_ms"), until[k]);
+        cr_assert_null(json_object_get(h, "lease"));
+    }
+    char *text = json_dumps(p, JSON_COMPACT);
+    cr_assert_null(strstr(text, "\"lease\""), "a lease token in %s", text);
+    free(text);
+    json_decref(p);
+
+    /* One settled: one lease and one out on the stream fewer. */
+    char line[256];
+    snprintf(line, sizeof(line),
+             "{\"op\":\"complete\",\"queue\":\"cq\",\"job\":\"%s\",\"lease\":\"%s\"}", job[0],
+             lease[0]);
+    cr_assert_eq(tc_send_line(w, line), 0);
+    json_t *m;
+    /* The credit it returns may push the third job: skip pushes. */
+    while ((m = tc_read(w, wait_deadline_ms(0))) != NULL && json_object_get(m, "push") != NULL)
+        json_decref(m);
+    assert_ok(m);
+    json_decref(m);
+    p = OK(a, "{\"op\":\"clients\",\"id\":%lld}", wid);
+    one = json_object_get(p, "client");
+    held = json_object_get(one, "held");
+    for (size_t i = 0; i < json_array_size(held); i++)
+        cr_assert_str_neq(jstr(json_array_get(held, i), "job"), job[0], "a settled job is held");
+    json_decref(p);
+
+    assert_err_free(tc_call(a, "{\"op\":\"clients\",\"id\":%lld}", wid + aid + 100), "ENOTFOUND");
+    tc_close(w);
+    tc_close(a);
+}
+
+/* Bad arguments are refused (clients reads no backend, so nothing else
+ * could change). */
+Test(visibility, bad_clients_requests_are_refused)
+{
+    struct tc_conn *c = fx_conn();
+    const char *bad[] = {
+        "{\"op\":\"clients\",\"id\":0}",
+        "{\"op\":\"clients\",\"id\":\"1\"}",
+        "{\"op\":\"clients\",\"id\":-3}",
+        "{\"op\":\"clients\",\"id\":1,\"cursor\":\"0\"}",
+        "{\"op\":\"clients\",\"id\":1,\"count\":5}",
+        "{\"op\":\"clients\",\"cursor\":\"x\"}",
+        "{\"op\":\"clients\",\"cursor\":\"\"}",
+        "{\"op\":\"clients\",\"count\":0}",
+        "{\"op\":\"clients\",\"count\":1001}",
+        "{\"op\":\"clients\",\"queue\":\"q\"}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_err_free(tc_call(c, "%s", bad[i]), "EARG");
+    tc_close(c);
+}
+
+/* Pipelined on one connection, clients sees what the requests before it
+ * did to the connection and nothing of those after it. */
+Test(visibility, clients_pipelined_takes_effect_in_order)
+{
+    struct tc_conn *c = fx_conn();
+    const char all[] = "{\"op\":\"hello\",\"protocol\":1,\"name\":\"first\"}\n"
+                       "{\"op\":\"stream\",\"queue\":\"pq\",\"credit\":3}\n"
+                       "{\"op\":\"clients\",\"ref\":1}\n"
+                       "{\"op\":\"hello\",\"protocol\":1,\"name\":\"second\"}\n"
+                       "{\"op\":\"stream\",\"queue\":\"pq\",\"credit\":0}\n"
+                       "{\"op\":\"clients\",\"ref\":2}\n";
+    cr_assert_eq(tc_send(c, all, sizeof(all) - 1), 0);
+    const char *names[] = {"first", "second"};
+    for (int i = 0, k = 0; i < 6; i++) {
+        json_t *r = tc_read(c, wait_deadline_ms(0));
+        assert_ok(r);
+        json_t *rows = json_object_get(r, "clients");
+        for (size_t j = 0; j < json_array_size(rows); j++) {
+            json_t *row = json_array_get(rows, j);
+            if (!json_is_true(json_object_get(row, "self")))
+                continue;
+            cr_assert_str_eq(jstr(row, "name"), names[k]);
+            json_t *s = json_object_get(row, "streams");
+            if (k == 0) {
+                cr_assert_eq(json_array_size(s), 1);
+                cr_assert_eq(jint(json_array_get(s, 0), "credit"), 3);
+            } else {
+                cr_assert_eq(json_array_size(s), 0, "credit 0 stopped the stream");
+            }
+            k++;
+        }
+        json_decref(r);
+    }
+    tc_close(c);
+}
+
+/* Raw connections that say hello with a long name and read nothing. */
+static int raw_hello(int port, int i)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    char line[256];
+    int n = snprintf(line, sizeof(line),
+                     "{\"op\":\"hello\",\"protocol\":1,\"name\":\"w%04d-%0122d\"}\n", i, 0);
+    cr_assert_eq(write(fd, line, (size_t)n), n);
+    return fd;
+}
+
+/* How many of the daemon's connections have a name, over every page. */
+static int named_clients(struct tc_conn *c)
+{
+    int named = 0;
+    char cursor[40] = "0";
+    do {
+        json_t *p = OK(c, "{\"op\":\"clients\",\"cursor\":\"%s\",\"count\":1000}", cursor);
+        json_t *rows = json_object_get(p, "clients");
+        for (size_t i = 0; i < json_array_size(rows); i++)
+            named += json_is_string(json_object_get(json_array_get(rows, i), "name"));
+        snprintf(cursor, sizeof(cursor), "%s", jstr(p, "cursor"));
+        json_decref(p);
+    } while (strcmp(cursor, "0") != 0);
+    return named;
+}
+
+enum { NC = 1200 }; /* rows of ~260 bytes: more than one page's 256 KiB */
+
+/* Paging clients over NC named connections, newest first: every one comes
+ * exactly once, and a page stays near 256 KiB however many it may hold. */
+Test(visibility, clients_pages_over_many_connections_and_bounds_a_page)
+{
+    static int fds[NC];
+    for (int i = 0; i < NC; i++)
+        fds[i] = raw_hello(fx_emqd.port, i);
+    struct tc_conn *c = fx_conn();
+    await(named_clients(c) == NC, "the %d hellos to have run", NC);
+
+    static char seen[NC];
+    memset(seen, 0, sizeof(seen));
+    char cursor[40] = "0";
+    long long prev = -1;
+    int pages = 0, rows_total = 0;
+    size_t biggest = 0, biggest_rows = 0;
+    do {
+        json_t *p = OK(c, "{\"op\":\"clients\",\"cursor\":\"%s\",\"count\":1000}", cursor);
+        pages++;
+        char *text = json_dumps(p, JSON_COMPACT);
+        json_t *rows = json_object_get(p, "clients");
+        if (strlen(text) > biggest) {
+            biggest = strlen(text);
+            biggest_rows = json_array_size(rows);
+        }
+        free(text);
+        for (size_t i = 0; i < json_array_size(rows); i++) {
+            json_t *row = json_array_get(rows, i);
+            long long id = jint(row, "id");
+            cr_assert(prev < 0 || id < prev, "newest first: %lld after %lld", id, prev);
+            prev = id;
+            rows_total++;
+            int k = -1;
+            if (sscanf(jstr(row, "name"), "w%d-", &k) == 1) {
+                cr_assert(k >= 0 && k < NC);
+                cr_assert_eq(seen[k], 0, "w%04d twice", k);
+                seen[k] = 1;
+            }
+        }
+        snprintf(cursor, sizeof(cursor), "%s", jstr(p, "cursor"));
+        json_decref(p);
+        cr_assert_lt(pages, 100);
+    } while (strcmp(cursor, "0") != 0);
+    for (int i = 0; i < NC; i++)
+        cr_assert_eq(seen[i], 1, "w%04d never listed", i);
+    cr_assert_eq(rows_total, NC + 1, "the %d and the asker", NC);
+    cr_assert_geq(pages, 2, "%d rows of ~260 bytes in one page", NC);
+    cr_assert_lt(biggest, (256u << 10) + 1024, "a page of %zu rows is %zu bytes", biggest_rows,
+                 biggest);
+    for (int i = 0; i < NC; i++)
+        close(fds[i]);
+    tc_close(c);
+}
+
+/* --- forget -------------------------------------------------------------- */
+
+/* Keys of queue other than job rows, and whether the registry names it. */
+static long long structure_keys(redisContext *rc, const char *queue)
+{
+    redisReply *r = redisCommand(rc, "KEYS emq:{%s}:*", queue);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY);
+    long long n = 0;
+    for (size_t i = 0; i < r->elements; i++)
+        n += strstr(r->element[i]->str, "}:job:") == NULL;
+    freeReplyObject(r);
+    return n;
+}
+
+static long long registered(redisContext *rc, const char *queue)
+{
+    return redis_int(rc, "SISMEMBER emq:queues %s", queue);
+}
+
+/* An empty queue leaves the registry, its keys (but the completed rows
+ * its retention keeps), this daemon and /metrics; a later enqueue makes
+ * it anew. */
+Test(visibility, forget_removes_an_empty_queue_everywhere)
+{
+    struct tc_conn *c = fx_conn();
+    json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"fg\",\"job\":\"JOBf1\",\"group\":\"TENa\","
+                      "\"payload\":1}"));
+    json_decref(OK(c, "{\"op\":\"limit\",\"queue\":\"fg\",\"group\":\"TENb\",\"max\":2}"));
+    json_t *cl = OK(c, "{\"op\":\"claim\",\"queue\":\"fg\"}");
+    json_decref(OK(c, "{\"op\":\"complete\",\"queue\":\"fg\",\"job\":\"JOBf1\",\"lease\":\"%s\"}",
+                   jstr(json_array_get(json_object_get(cl, "jobs"), 0), "lease")));
+    json_decref(cl);
+    redisContext *rc = redis_server_connect(&fx_redis);
+    await(registered(rc, "fg") == 1, "fg to be registered");
+    cr_assert(in_metrics("fg"));
+    cr_assert_gt(structure_keys(rc, "fg"), 0);
+
+    json_t *r = OK(c, "{\"op\":\"forget\",\"queue\":\"fg\"}");
+    cr_assert_eq(json_object_size(r), 1, "{\"ok\":true}");
+    json_decref(r);
+    fx_await_quiet(&fx_emqd);
+    cr_assert_eq(registered(rc, "fg"), 0, "still registered");
+    cr_assert_eq(structure_keys(rc, "fg"), 0, "keys left");
+    cr_assert_eq(redis_int(rc, "EXISTS emq:{fg}:job:JOBf1"), 1, "the completed row stays");
+    cr_assert_not(in_metrics("fg"), "still in /metrics");
+    json_t *page = queues_page(c, NULL, 1000);
+    cr_assert_null(row_of(page, "fg"), "still listed by queues");
+    json_decref(page);
+    /* The queue comes back with the next write, as any new queue. */
+    json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"fg\",\"payload\":2}"));
+    await(registered(rc, "fg") == 1, "fg to be registered again");
+    cr_assert(in_metrics("fg"));
+    cr_assert_eq(fx_stat(c, "fg", "pending"), 1);
+    /* Forgetting a queue nobody has is ok, and makes nothing. */
+    json_decref(OK(c, "{\"op\":\"forget\",\"queue\":\"nosuch\"}"));
+    fx_await_quiet(&fx_emqd);
+    cr_assert_eq(registered(rc, "nosuch"), 0);
+    cr_assert_not(in_metrics("nosuch"));
+    redisFree(rc);
+    tc_close(c);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly");
+}
+
+/* A snapshot of what a refused forget must not change: the registry and
+ * every key of the queue. */
+static char *snapshot(redisContext *rc, const char *queue)
+{
+    redisReply *r = redisCommand(rc, "EVAL %s 0 %s",
+                                 "local out = redis.call('SMEMBERS', 'emq:queues') "
+                                 "table.sort(out) "
+                                 "local keys = redis.call('KEYS', 'emq:{' .. ARGV[1] .. '}:*') "
+                                 "table.sort(keys) "
+                                 "for _, k in ipairs(keys) do out[#out + 1] = k .. '=' .. "
+                                 "redis.sha1hex(redis.call('DUMP', k)) end "
+                                 "return table.concat(out, ' ')",
+                                 queue);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_STRING, "snapshot: %s", r ? r->str : "");
+    char *s = strdup(r->str);
+    freeReplyObject(r);
+    return s;
+}
+
+/* With a job pending, active, delayed or dead, forget is ESTATE and
+ * changes nothing; so are malformed forgets. */
+Test(visibility, forget_refuses_a_queue_with_jobs_and_bad_input_changing_nothing)
+{
+    struct tc_conn *c = fx_conn();
+    redisContext *rc = redis_server_connect(&fx_redis);
+    const char *states[] = {"pending", "active", "delayed", "dead"};
+    for (int i = 0; i < 4; i++) {
+        char q[16];
+        snprintf(q, sizeof(q), "fr%d", i);
+        json_decref(OK(c,
+                       "{\"op\":\"enqueue\",\"queue\":\"%s\",\"payload\":1,\"max_attempts\":1%s}",
+                       q, i == 2 ? ",\"delay_ms\":3600000" : ""));
+        if (i == 1 || i == 3) {
+            json_t *cl = OK(c, "{\"op\":\"claim\",\"queue\":\"%s\",\"flat\":true}", q);
+            json_t *j = json_array_get(json_object_get(cl, "jobs"), 0);
+            if (i == 3)
+                json_decref(OK(c,
+                               "{\"op\":\"fail\",\"queue\":\"%s\",\"job\":\"%s\",\"lease\":\"%s\"}",
+                               q, jstr(j, "job"), jstr(j, "lease")));
+            json_decref(cl);
+        }
+        cr_assert_eq(fx_stat(c, q, states[i]), 1);
+        struct tc_conn *other = fx_conn();
+        fx_await_quiet(&fx_emqd);
+        char *before = snapshot(rc, q);
+        json_t *r = tc_call(other, "{\"op\":\"forget\",\"queue\":\"%s\"}", q);
+        assert_err(r, "ESTATE");
+        /* An active job's lease is this daemon's: that refuses first. */
+        if (i != 1)
+            cr_assert(strstr(jstr(r, "message"), states[i]) != NULL, "%s", jstr(r, "message"));
+        json_decref(r);
+        char *after = snapshot(rc, q);
+        cr_assert_str_eq(before, after, "a refused forget of a %s job changed the store",
+                         states[i]);
+        free(before);
+        free(after);
+        cr_assert(in_metrics(q));
+        tc_close(other);
+    }
+    char *before = snapshot(rc, "fr0");
+    const char *bad[][2] = {
+        {"{\"op\":\"forget\"}", "EARG"},
+        {"{\"op\":\"forget\",\"queue\":\"fr0\",\"group\":\"TENa\"}", "EARG"},
+        {"{\"op\":\"forget\",\"queue\":\"fr 0\"}", "EQUEUE"},
+        {"{\"op\":\"forget\",\"queue\":7}", "EARG"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_err_free(tc_call(c, "%s", bad[i][0]), bad[i][1]);
+    char *after = snapshot(rc, "fr0");
+    cr_assert_str_eq(before, after);
+    free(before);
+    free(after);
+    redisFree(rc);
+    tc_close(c);
+}
+
+/* Whether the daemon still has connection id open (asked on c). */
+static bool client_open(struct tc_conn *c, long long id)
+{
+    json_t *r = tc_call(c, "{\"op\":\"clients\",\"id\":%lld}", id);
+    bool open = r != NULL && tc_ok(r);
+    json_decref(r);
+    return open;
+}
+
+/* A queue this daemon's connections stream from, are parked on or hold
+ * leases of is refused (ESTATE): forgetting it would strand them. Once
+ * they are gone, it is forgotten. */
+Test(visibility, forget_refuses_a_queue_with_consumers_of_this_daemon)
+{
+    /* No upkeep pass within the test's deadlines: a push can come only
+     * from a wake. */
+    fx_teardown();
+    const char *const extra[] = {"--upkeep-ms", "3600000", NULL};
+    fx_start(extra);
+    struct tc_conn *s = fx_conn(), *p = fx_conn(), *a = fx_conn();
+    json_decref(OK(s, "{\"op\":\"stream\",\"queue\":\"fc\",\"credit\":5}"));
+    assert_err_free(tc_call(a, "{\"op\":\"forget\",\"queue\":\"fc\"}"), "ESTATE");
+    json_decref(OK(s, "{\"op\":\"stream\",\"queue\":\"fc\",\"credit\":0}"));
+    long long pid = own_id(p);
+    cr_assert_eq(tc_send_line(p, "{\"op\":\"claim\",\"queue\":\"fc\",\"wait_ms\":3600000}"), 0);
+    fx_await_quiet(&fx_emqd); /* the claim found nothing and parked */
+    assert_err_free(tc_call(a, "{\"op\":\"forget\",\"queue\":\"fc\"}"), "ESTATE");
+    tc_close(p);
+    /* The parked claim ends with its connection. */
+    await(!client_open(a, pid), "the parked connection to be gone");
+    json_decref(OK(s, "{\"op\":\"enqueue\",\"queue\":\"fc\",\"payload\":1}"));
+    json_t *cl = OK(s, "{\"op\":\"claim\",\"queue\":\"fc\",\"flat\":true}");
+    json_t *j = json_array_get(json_object_get(cl, "jobs"), 0);
+    /* The lease is this daemon's (and the job active at Redis). */
+    assert_err_free(tc_call(a, "{\"op\":\"forget\",\"queue\":\"fc\"}"), "ESTATE");
+    json_decref(OK(s, "{\"op\":\"complete\",\"queue\":\"fc\",\"job\":\"%s\",\"lease\":\"%s\"}",
+                   jstr(j, "job"), jstr(j, "lease")));
+    json_decref(cl);
+    /* s's stream, stopped with credit 0 and nothing out, waits for
+     * nothing: it does not hold the queue. */
+    json_decref(OK(a, "{\"op\":\"forget\",\"queue\":\"fc\"}"));
+    fx_await_quiet(&fx_emqd);
+    cr_assert_not(in_metrics("fc"));
+
+    /* The queue made anew serves a stream as any queue: the wakes of a
+     * job enqueued through another daemon reach it (the channel stays
+     * subscribed across the forget, and names the queue, not the struct). */
+    json_decref(OK(s, "{\"op\":\"stream\",\"queue\":\"fc\",\"credit\":1}"));
+    fx_await_quiet(&fx_emqd); /* parked */
+    struct emqd_proc d2;
+    cr_assert_eq(emqd_start(&d2, fx_redis.port, NULL), 0);
+    cr_assert_eq(emqd_await_backend(&d2), 0);
+    struct tc_conn *o = tc_connect(d2.port);
+    cr_assert_not_null(o);
+    json_decref(OK(o, "{\"op\":\"enqueue\",\"queue\":\"fc\",\"group\":\"TENw\",\"payload\":7}"));
+    tc_close(o);
+    json_t *push = tc_read(s, wait_deadline_ms(0));
+    cr_assert_not_null(push, "no push from the queue made anew");
+    cr_assert_str_eq(jstr(push, "push"), "job");
+    cr_assert_eq(jint(push, "payload"), 7);
+    json_decref(push);
+    emqd_kill(&d2);
+    tc_close(s);
+    tc_close(a);
+    /* The forgotten queue's struct is freed (under ASan a leak fails). */
+    cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly");
+}
+
+/* Pipelined on one connection: forget then enqueue makes the queue anew
+ * (the enqueue is ordered after the forget), and queues then lists it;
+ * enqueue then forget refuses. */
+Test(visibility, forget_pipelined_takes_effect_in_order)
+{
+    struct tc_conn *c = fx_conn();
+    json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"fp\",\"job\":\"JOBp0\",\"payload\":0}"));
+    json_decref(OK(c, "{\"op\":\"remove\",\"queue\":\"fp\",\"job\":\"JOBp0\"}"));
+    const char all[] = "{\"op\":\"forget\",\"queue\":\"fp\",\"ref\":1}\n"
+                       "{\"op\":\"enqueue\",\"queue\":\"fp\",\"payload\":1,\"ref\":2}\n"
+                       "{\"op\":\"queues\",\"count\":1000,\"ref\":3}\n"
+                       "{\"op\":\"forget\",\"queue\":\"fp\",\"ref\":4}\n"
+                       "{\"op\":\"stats\",\"queue\":\"fp\",\"ref\":5}\n";
+    cr_assert_eq(tc_send(c, all, sizeof(all) - 1), 0);
+    for (int i = 1; i <= 5; i++) {
+        json_t *r = tc_read(c, wait_deadline_ms(0));
+        cr_assert_not_null(r);
+        cr_assert_eq(jint(r, "ref"), i);
+        if (i == 4) {
+            assert_err(r, "ESTATE");
+        } else {
+            assert_ok(r);
+        }
+        if (i == 3) {
+            json_t *row = row_of(r, "fp");
+            cr_assert_not_null(row, "the queue made anew is listed");
+            cr_assert_eq(jint(row, "pending"), 1);
+        }
+        if (i == 5)
+            cr_assert_eq(jint(r, "pending"), 1);
+        json_decref(r);
+    }
+    redisContext *rc = redis_server_connect(&fx_redis);
+    await(registered(rc, "fp") == 1, "the queue made anew to be registered");
+    redisFree(rc);
+    cr_assert(in_metrics("fp"));
+    tc_close(c);
+}
+
+/* Two pings answered on p, a connection of its own: the daemon's loop has
+ * turned since the lines sent before were read (it serves sockets in the
+ * order they became readable), so they have been dispatched. */
+static void loop_turned(struct tc_conn *p)
+{
+    for (int i = 0; i < 2; i++)
+        json_decref(OK(p, "{\"op\":\"ping\"}"));
+}
+
+/* An enqueue of another connection that names the queue while the forget
+ * is at Redis runs after it there, and makes the queue anew: the daemon
+ * keeps it registered and in use rather than stranding the job. Redis'
+ * writes are held so that both are out at once. */
+Test(visibility, forget_racing_an_enqueue_of_another_connection_keeps_the_queue)
+{
+    /* No upkeep pass to be held with them and blur the count of calls out. */
+    fx_teardown();
+    const char *const extra[] = {"--upkeep-ms", "3600000", NULL};
+    fx_start(extra);
+    struct tc_conn *a = fx_conn(), *b = fx_conn(), *p = fx_conn();
+    json_decref(OK(a, "{\"op\":\"enqueue\",\"queue\":\"fz\",\"job\":\"JOBz0\",\"payload\":0}"));
+    json_decref(OK(a, "{\"op\":\"remove\",\"queue\":\"fz\",\"job\":\"JOBz0\"}"));
+    redisContext *rc = redis_server_connect(&fx_redis);
+    await(registered(rc, "fz") == 1, "fz to be registered");
+    fx_await_quiet(&fx_emqd);
+    fx_redis_pause_writes(true); /* a script call is a write: held */
+    cr_assert_eq(tc_send_line(a, "{\"op\":\"forget\",\"queue\":\"fz\"}"), 0);
+    loop_turned(p);
+    cr_assert_eq(tc_send_line(b, "{\"op\":\"enqueue\",\"queue\":\"fz\",\"delay_ms\":3600000,"
+                                 "\"payload\":1}"),
+                 0);
+    loop_turned(p);
+    fx_redis_pause_writes(false);
+    json_t *r = tc_read(a, wait_deadline_ms(0));
+    assert_ok(r);
+    json_decref(r);
+    r = tc_read(b, wait_deadline_ms(0));
+    assert_ok(r);
+    json_decref(r);
+    fx_await_quiet(&fx_emqd);
+    cr_assert_eq(registered(rc, "fz"), 1, "the queue the enqueue made was unregistered");
+    cr_assert(in_metrics("fz"), "the queue the enqueue made left the daemon");
+    cr_assert_eq(fx_stat(a, "fz", "delayed"), 1);
+    redisFree(rc);
+    tc_close(a);
+    tc_close(b);
+    tc_close(p);
+}

@@ -241,3 +241,62 @@ LANE_TEST(admin, the_check_reports_each_kind_of_violation)
         check_result_free(&res);
     }
 }
+
+/* Keys of queue q at the fixture's Redis (KEYS emq:{q}:*). */
+static long long queue_keys(void)
+{
+    redisReply *r = redisCommand(fx_conn, "KEYS emq:{q}:*");
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY);
+    long long n = (long long)r->elements;
+    freeReplyObject(r);
+    return n;
+}
+
+LANE_TEST(admin, forget_refuses_a_queue_with_jobs_in_any_state_and_changes_nothing)
+{
+    /* One job in each state, in turn: each refuses, and leaves the job. */
+    char code[32];
+    cr_assert_eq(fx_enqueue("JOB01", "TENa", "{}"), 1);
+    cr_assert_eq(fx_int(SCRIPT_PAUSE, "TENa", NULL), 1, "a paused lane is still pending");
+    long long before = queue_keys();
+    fx_error(code, sizeof(code), SCRIPT_FORGET, NULL);
+    cr_assert_str_eq(code, "ESTATE");
+    cr_assert_eq(queue_keys(), before, "a refused forget changed nothing");
+    cr_assert_eq(fx_int(SCRIPT_RESUME, "TENa", NULL), 1);
+    struct leased j;
+    cr_assert_eq(fx_claim(1, 30000, &j, NULL), 1);
+    fx_error(code, sizeof(code), SCRIPT_FORGET, NULL);
+    cr_assert_str_eq(code, "ESTATE", "an active job");
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_FAIL, j.job, j.lease, "x", "0", "1", NULL);
+    freeReplyObject(r);
+    fx_error(code, sizeof(code), SCRIPT_FORGET, NULL);
+    cr_assert_str_eq(code, "ESTATE", "a dead job");
+    cr_assert_eq(fx_int(SCRIPT_DEAD, "purge", "", "10", NULL), 1);
+    cr_assert_eq(fx_enqueue_delayed("JOB02", NULL, 3600000, 0), 1);
+    fx_error(code, sizeof(code), SCRIPT_FORGET, NULL);
+    cr_assert_str_eq(code, "ESTATE", "a delayed job");
+    r = lanes_call(fx_conn, &fx_q, SCRIPT_REMOVE, "JOB02", NULL);
+    freeReplyObject(r);
+    cr_assert_eq(fx_enqueue("JOB03", NULL, "{}"), 1);
+    fx_error(code, sizeof(code), SCRIPT_FORGET, NULL);
+    cr_assert_str_eq(code, "ESTATE", "a flat pending job");
+}
+
+LANE_TEST(admin, forget_deletes_every_key_of_an_empty_queue)
+{
+    /* Ceilings, pauses, a group registry and the lease counter, and no job. */
+    cr_assert_eq(fx_int(SCRIPT_LIMIT, "TENa", "2", NULL), 1);
+    cr_assert_eq(fx_int(SCRIPT_PAUSE, "TENb", NULL), 1);
+    cr_assert_eq(fx_enqueue("JOB01", "TENc", "{}"), 1);
+    struct leased j;
+    cr_assert_eq(fx_claim(1, 30000, &j, NULL), 1);
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_COMPLETE, "0", j.job, j.lease, NULL);
+    freeReplyObject(r);
+    cr_assert(queue_keys() > 0);
+    cr_assert_eq(fx_int(SCRIPT_FORGET, NULL), 1);
+    cr_assert_eq(queue_keys(), 0, "every key of the queue is gone");
+    /* The queue works again from nothing. */
+    cr_assert_eq(fx_enqueue("JOB02", "TENa", "{}"), 1);
+    cr_assert_eq(fx_claim(1, 30000, &j, NULL), 1);
+    cr_assert_str_eq(j.job, "JOB02");
+}

@@ -503,6 +503,42 @@ export class Client extends EventEmitter {
     } while (cursor !== '0');
   }
 
+  /** One page of the queue registry with each queue's totals (5.26). */
+  async queues(options) {
+    const o = checkOptions('queues', options, ['cursor', 'count']);
+    const r = await this.request('queues', { cursor: o.cursor, count: o.count });
+    return { queues: r.queues, cursor: r.cursor };
+  }
+
+  /** Every queue of the registry, page after page. */
+  async *allQueues(options) {
+    const o = checkOptions('allQueues', options, ['count']);
+    let cursor = '0';
+    do {
+      const page = await this.queues({ cursor, count: o.count });
+      yield* page.queues;
+      cursor = page.cursor;
+    } while (cursor !== '0');
+  }
+
+  /** Remove a queue that holds no job (5.28); StateError while it has
+   * jobs or is in use. */
+  async forget(queue) {
+    await this.request('forget', { queue });
+  }
+
+  /** One page of the daemon's connections, newest first (5.27). */
+  async clients(options) {
+    const o = checkOptions('clients', options, ['cursor', 'count']);
+    const r = await this.request('clients', { cursor: o.cursor, count: o.count });
+    return { clients: r.clients, cursor: r.cursor };
+  }
+
+  /** One connection by id, with the leases it holds (never a token). */
+  async client(id) {
+    return (await this.request('clients', { id })).client;
+  }
+
   async job(queue, job) {
     return (await this.request('job', { queue, job })).job;
   }
@@ -555,7 +591,7 @@ export class Client extends EventEmitter {
 export const PIPELINE_OPS = Object.freeze([
   'ping', 'enqueue', 'enqueueMany', 'claim', 'stream', 'complete', 'fail', 'release', 'extend',
   'limit', 'pause', 'resume', 'reassign', 'drain', 'depth', 'reap', 'stats', 'groups', 'job',
-  'peek', 'remove', 'deadList', 'deadRetry', 'deadPurge', 'check', 'request',
+  'peek', 'remove', 'deadList', 'deadRetry', 'deadPurge', 'check', 'queues', 'forget', 'clients', 'client', 'request',
 ]);
 
 /** Calls queued on a client and written together by `exec()`, in one

@@ -4,7 +4,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   Client, Job, EmqError, LeaseError, NoJobError, KindError, BrandError, QueueNameError,
-  ArgumentError, StateError, EmptyBatchError, UnknownOpError, AuthError, TooBigError,
+  ArgumentError, NotFoundError, StateError, EmptyBatchError, UnknownOpError, AuthError, TooBigError,
   ConnectionLost, UsageError, CODES, ERROR_CLASSES, parseAddr,
 } from '../src/index.js';
 import { startStack, qname, waitFor, freePort } from './helpers.mjs';
@@ -222,6 +222,48 @@ test('peek pages in service order; remove deletes a pending or delayed job; drai
   assert.equal(await c.drain(q), 2);
   assert.equal(await c.depth(q), 0);
   assert.equal(await c.depth(q, 'TENacme'), 1);
+});
+
+test('queues pages the registry with each queue\'s totals', async () => {
+  // The file's daemon holds the other tests' queues too: find ours.
+  const q = qname();
+  await c.enqueue(q, 1, { group: 'TENa' });
+  await c.enqueue(q, 2, { group: 'TENb' });
+  await c.pause(q, 'TENb');
+  await c.enqueue(`${q}x`, 3, { delayMs: 600000 });
+  const found = new Map();
+  for await (const row of c.allQueues({ count: 1 })) found.set(row.queue, row);
+  assert.deepEqual(found.get(q), { queue: q, pending: 2, active: 0, delayed: 0, dead: 0, groups: 2, paused: 1 });
+  assert.equal(found.get(`${q}x`).delayed, 1);
+  const page = await c.queues({ count: 1000 });
+  assert.equal(page.cursor, '0');
+  await assert.rejects(c.queues({ cursor: 'x' }), ArgumentError);
+});
+
+test('forget refuses a queue with jobs, then forgets it', async () => {
+  const q = qname();
+  await c.enqueue(q, 1, { job: 'JOBfg', group: 'TENa' });
+  await assert.rejects(c.forget(q), StateError);
+  await c.remove(q, 'JOBfg');
+  await c.forget(q);
+  const names = [];
+  for await (const row of c.allQueues({ count: 1000 })) names.push(row.queue);
+  assert.equal(names.includes(q), false);
+});
+
+test('clients shows this connection and the leases it holds', async () => {
+  const q = qname();
+  await c.enqueue(q, 1, { group: 'TENa' });
+  const [j] = await c.claim(q, { leaseMs: 600000 });
+  const page = await c.clients({ count: 1000 });
+  const me = page.clients.filter((row) => row.self);
+  assert.equal(me.length, 1);
+  const row = await c.client(me[0].id);
+  const held = row.held.filter((h) => h.queue === q);
+  assert.deepEqual(held, [{ queue: q, job: j.id, group: 'TENa', deadline_ms: j.leaseUntil }]);
+  await assert.rejects(c.client(me[0].id + 100000), NotFoundError);
+  await assert.rejects(c.clients({ cursor: 'x' }), ArgumentError);
+  await c.complete(j);
 });
 
 test('dead list, retry, purge', async () => {

@@ -21,7 +21,7 @@ from .aio import AsyncClient, AsyncPipeline
 from .client import DEFAULT_TIMEOUT, Client, Pending, Pipeline, PipelineBase
 from .errors import ERROR_CLASSES, ConnectionLost, EmqError, Timeout, error_class, error_from_reply
 from .types import (DeadJob, Enqueued, GroupInfo, GroupsPage, Hello, Item, JobInfo, LeasedJob, LeaseRef, PeekPage,
-                    Stats)
+                    QueueInfo, QueuesPage, Stats, StreamInfo, HeldLease, ClientInfo, ClientsPage)
 from .worker import Dead, Handler, Retry, Worker, error_text
 
 __version__ = "0.1.0"
@@ -31,7 +31,7 @@ __all__ = [
     "Client", "AsyncClient", "Pipeline", "AsyncPipeline", "PipelineBase", "Pending", "Worker", "Retry", "Dead",
     "Handler", "error_text", "EmqError", "ConnectionLost", "Timeout", "ERROR_CLASSES", "error_class",
     "error_from_reply", "Hello", "Enqueued", "Item", "LeaseRef", "LeasedJob", "Stats", "GroupInfo",
-    "GroupsPage", "JobInfo", "PeekPage", "DeadJob", "Address", "parse_addr", "Call", "PROTOCOL", "DEFAULT_TIMEOUT",
+    "GroupsPage", "QueueInfo", "QueuesPage", "StreamInfo", "HeldLease", "ClientInfo", "ClientsPage", "JobInfo", "PeekPage", "DeadJob", "Address", "parse_addr", "Call", "PROTOCOL", "DEFAULT_TIMEOUT",
 ]
 
 # The classes of the wire codes (LeaseError, AuthError, ...), made from the

@@ -18,4 +18,5 @@ CODES = {
     'EINTERNAL': (14, 'internal error', 'InternalError'),
     'ELIMIT': (15, 'limit reached', 'LimitError'),
     'EFULL': (16, 'the store is full', 'FullError'),
+    'ENOTFOUND': (17, 'not found', 'NotFoundError'),
 }

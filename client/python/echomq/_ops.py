@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Generic, Iterable, List, Mapping, Optional, TypeVar, Union
 
 from .errors import EmqError, error_class, error_from_reply
-from .types import DeadJob, Enqueued, GroupsPage, Hello, Item, JobInfo, LeasedJob, LeaseRef, PeekPage, Stats
+from .types import (ClientInfo, ClientsPage, DeadJob, Enqueued, GroupsPage, Hello, Item, JobInfo, LeasedJob, LeaseRef, PeekPage,
+                    QueuesPage, Stats)
 
 T = TypeVar("T")
 Reply = Dict[str, Any]
@@ -313,6 +314,39 @@ def groups(queue: str, cursor: Optional[str] = None, count: Optional[int] = None
     previous page's; default the start). ``count`` is a page-size hint.
     The last page has ``cursor`` ``"0"``."""
     return Call(_req("groups", queue=queue, cursor=cursor, count=count), lambda r, at: GroupsPage.from_wire(r))
+
+
+def queues(cursor: Optional[str] = None, count: Optional[int] = None) -> Call[QueuesPage]:
+    """One page of the queue registry with each queue's totals (5.26),
+    from ``cursor`` (the previous page's; default the start). ``count``
+    is a page-size hint. The last page has ``cursor`` ``"0"``."""
+    return Call(_req("queues", cursor=cursor, count=count), lambda r, at: QueuesPage.from_wire(r))
+
+
+def forget(queue: str) -> Call[None]:
+    """Remove a queue that holds no job from the registry, the store and
+    the daemon (5.28); raises :class:`~echomq.StateError` while it has
+    jobs, or while the daemon's connections use it."""
+    return Call(_req("forget", queue=queue), _none)
+
+
+def clients(cursor: Optional[str] = None, count: Optional[int] = None) -> Call[ClientsPage]:
+    """One page of the daemon's connections, newest first (5.27), from
+    ``cursor`` (the previous page's; default the newest)."""
+    return Call(_req("clients", cursor=cursor, count=count), lambda r, at: ClientsPage.from_wire(r))
+
+
+def client(id: int) -> Call[ClientInfo]:
+    """One connection by id with the leases it holds (5.27); raises
+    :class:`~echomq.NotFoundError` when the daemon has none of that id."""
+
+    def parse(r: Reply, at: float) -> ClientInfo:
+        c = r.get("client")
+        if not isinstance(c, dict):
+            raise error_class("EPROTO")("reply field 'client' missing", code="EPROTO")
+        return ClientInfo.from_wire(c)
+
+    return Call(_req("clients", id=id), parse)
 
 
 def job(queue: str, job: str) -> Call[JobInfo]:

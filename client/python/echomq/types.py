@@ -19,6 +19,12 @@ __all__ = [
     "Stats",
     "GroupInfo",
     "GroupsPage",
+    "QueueInfo",
+    "QueuesPage",
+    "StreamInfo",
+    "HeldLease",
+    "ClientInfo",
+    "ClientsPage",
     "JobInfo",
     "DeadJob",
 ]
@@ -218,6 +224,142 @@ class GroupsPage:
         """Read a ``groups`` reply."""
         gs = r.get("groups")
         return cls([GroupInfo.from_wire(g) for g in gs] if isinstance(gs, list) else [], str(r.get("cursor", "0")))
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    """One queue of a ``queues`` page (5.26); the counts mean what
+    :class:`Stats`' do."""
+
+    queue: str
+    """The queue name."""
+    pending: int
+    """Pending jobs in every lane and the flat set."""
+    active: int
+    """Leased jobs."""
+    delayed: int
+    """Jobs waiting for their time."""
+    dead: int
+    """Dead-lettered jobs."""
+    groups: int
+    """Registered groups."""
+    paused: int
+    """Paused groups."""
+
+    @classmethod
+    def from_wire(cls, q: Mapping[str, Any]) -> "QueueInfo":
+        """Read one entry of a ``queues`` reply."""
+        return cls(str(q.get("queue", "")), *(_int(q, k) for k in ("pending", "active", "delayed", "dead", "groups", "paused")))
+
+
+@dataclass(frozen=True)
+class QueuesPage:
+    """One page of the queue registry (5.26)."""
+
+    queues: List[QueueInfo]
+    """The queues of this page (in no order)."""
+    cursor: str
+    """Pass it back for the next page; ``"0"``: this was the last."""
+
+    @property
+    def done(self) -> bool:
+        """True on the last page."""
+        return self.cursor == "0"
+
+    @classmethod
+    def from_wire(cls, r: Mapping[str, Any]) -> "QueuesPage":
+        """Read a ``queues`` reply."""
+        qs = r.get("queues")
+        return cls([QueueInfo.from_wire(q) for q in qs] if isinstance(qs, list) else [], str(r.get("cursor", "0")))
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    """One stream of a connection (5.27)."""
+
+    queue: str
+    """Its queue."""
+    flat: bool
+    """It takes ungrouped jobs (else grouped ones)."""
+    credit: int
+    """Its credit, as last set."""
+    outstanding: int
+    """Jobs pushed on it and not settled yet."""
+
+
+@dataclass(frozen=True)
+class HeldLease:
+    """One lease a connection holds (5.27): never its token."""
+
+    queue: str
+    """Its queue."""
+    job: str
+    """The job id."""
+    group: Optional[str]
+    """The job's group; ``None`` when ungrouped."""
+    deadline_ms: int
+    """Its ``lease_until``, ms on the backend clock."""
+
+
+@dataclass(frozen=True)
+class ClientInfo:
+    """One connection of the daemon, a row of ``clients`` (5.27)."""
+
+    id: int
+    """The daemon's number for the connection."""
+    addr: str
+    """The peer's address."""
+    name: Optional[str]
+    """The name its ``hello`` gave; ``None`` without one."""
+    age_ms: int
+    """Since it was accepted."""
+    idle_ms: int
+    """Since its last request."""
+    self: bool
+    """It is the connection that asked."""
+    authed: bool
+    """It may use every op."""
+    streams: List[StreamInfo]
+    """Its streams."""
+    parked: int
+    """Its parked claims."""
+    leases: int
+    """The jobs leased to it."""
+    held: Optional[List[HeldLease]] = None
+    """The leases it holds: only from :meth:`~echomq.Client.client`."""
+
+    @classmethod
+    def from_wire(cls, c: Mapping[str, Any]) -> "ClientInfo":
+        """Read one row of a ``clients`` reply."""
+        ss = c.get("streams")
+        hs = c.get("held")
+        streams = [StreamInfo(str(s.get("queue", "")), s.get("flat") is True, _int(s, "credit"), _int(s, "outstanding"))
+                   for s in ss] if isinstance(ss, list) else []
+        held = [HeldLease(str(h.get("queue", "")), str(h.get("job", "")), _opt_str(h, "group"), _int(h, "deadline_ms"))
+                for h in hs] if isinstance(hs, list) else None
+        return cls(_int(c, "id"), str(c.get("addr", "")), _opt_str(c, "name"), _int(c, "age_ms"), _int(c, "idle_ms"),
+                   c.get("self") is True, c.get("authed") is True, streams, _int(c, "parked"), _int(c, "leases"), held)
+
+
+@dataclass(frozen=True)
+class ClientsPage:
+    """One page of the daemon's connections, newest first (5.27)."""
+
+    clients: List[ClientInfo]
+    """The connections of this page."""
+    cursor: str
+    """Pass it back for the next page; ``"0"``: this was the last."""
+
+    @property
+    def done(self) -> bool:
+        """True on the last page."""
+        return self.cursor == "0"
+
+    @classmethod
+    def from_wire(cls, r: Mapping[str, Any]) -> "ClientsPage":
+        """Read a ``clients`` reply."""
+        cs = r.get("clients")
+        return cls([ClientInfo.from_wire(c) for c in cs] if isinstance(cs, list) else [], str(r.get("cursor", "0")))
 
 
 @dataclass(frozen=True)

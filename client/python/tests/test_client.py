@@ -153,6 +153,56 @@ def test_peek_remove_and_the_flat_drain(client: Client, other: Client, queue: st
     assert client.check(queue) == []
 
 
+def test_queues_pages_the_registry_with_totals(client: Client, queue: str) -> None:
+    # The session's daemon holds other tests' queues too: page through
+    # all of them, one at a time, and find this test's two.
+    client.enqueue(queue, 1, group="TENa")
+    client.enqueue(queue, 2, group="TENb")
+    client.pause(queue, "TENb")
+    client.enqueue(queue + "x", 3, delay_ms=600000)
+    found = {}
+    page = client.queues(count=1)
+    for _ in range(10000):
+        found.update({q.queue: q for q in page.queues})
+        if page.done:
+            break
+        page = client.queues(page.cursor, count=1)
+    assert page.done
+    a, b = found[queue], found[queue + "x"]
+    assert (a.pending, a.active, a.delayed, a.dead, a.groups, a.paused) == (2, 0, 0, 0, 2, 1)
+    assert (b.pending, b.delayed, b.groups) == (0, 1, 0)
+    with pytest.raises(echomq.ArgumentError):
+        client.queues("x")
+
+
+def test_forget_refuses_a_queue_with_jobs_then_forgets_it(client: Client, queue: str) -> None:
+    job = client.enqueue(queue, 1, group="TENa").job
+    with pytest.raises(echomq.StateError):
+        client.forget(queue)
+    client.remove(queue, job)
+    assert client.forget(queue) is None
+    page = client.queues(count=1000)
+    while True:
+        assert queue not in [q.queue for q in page.queues]
+        if page.done:
+            break
+        page = client.queues(page.cursor, count=1000)
+
+
+def test_clients_shows_names_streams_and_held_leases(client: Client, other: Client, queue: str) -> None:
+    client.enqueue(queue, 1, group="TENa")
+    (j,) = other.claim(queue, lease_ms=600000)
+    me = [c for c in other.clients(count=1000).clients if c.self]
+    assert len(me) == 1 and me[0].leases == 1 and me[0].held is None
+    row = client.client(me[0].id)
+    assert row.held is not None and [(h.queue, h.job, h.group) for h in row.held] == [(queue, j.job, "TENa")]
+    assert row.held[0].deadline_ms == j.lease_until and not row.self
+    with pytest.raises(echomq.NotFoundError):
+        client.client(me[0].id + 100000)
+    with pytest.raises(echomq.ArgumentError):
+        client.clients("x")
+
+
 def test_reap_recovers_an_expired_lease(client: Client, other: Client, queue: str) -> None:
     job = client.enqueue(queue, 1, group="TENa").job
     client.claim(queue, lease_ms=1)

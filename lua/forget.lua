@@ -1,0 +1,23 @@
+-- forget: delete a queue that holds no job: its structures, its groups'
+-- ceilings and pauses, its lease counter. Completed jobs' rows are left
+-- to expire with their retention (they are not the queue's structure).
+-- flags: allow-oom (it only deletes; scripts/embed_lua.py)
+-- Admin use: O(groups) (it looks at the lane of every registered group,
+-- as stats does).
+-- KEYS:  the standard ten (lib.lua).
+-- ARGV:  1 prefix
+-- Returns 1 once the queue's keys are gone.
+-- Errors: ESTATE when anything is pending, active, delayed or dead
+-- (nothing is changed then).
+local pending = call('ZCARD', K_PENDING)
+for _, g in ipairs(call('SMEMBERS', K_GROUPS)) do pending = pending + call('ZCARD', lane_key(g)) end
+local active, delayed, dead = call('ZCARD', K_ACTIVE), call('ZCARD', K_DELAYED), call('ZCARD', K_DEAD)
+if pending + active + delayed + dead > 0 then
+  return redis.error_reply(string.format(
+    'ESTATE the queue holds jobs (pending %d, active %d, delayed %d, dead %d)',
+    pending, active, delayed, dead))
+end
+-- Every lane is empty and nothing is active, so no per-group key exists:
+-- the queue's keys are the standard ten.
+call('DEL', K_RING, K_GLIMIT, K_PAUSED, K_ACTIVE, K_DELAYED, K_DEAD, K_PENDING, K_WAKE, K_SEQ, K_GROUPS)
+return 1
