@@ -31,7 +31,16 @@ class ApiError extends Error {
 
 let token = sessionStorage.getItem('emq-token');
 
+// emqd shares identical reads between tabs for http-cache-ms (1 s by
+// default). Right after an action the page wants its own effect, not a
+// shared reply from before it: for a moment its reads carry a ref of
+// their own, which makes them differ.
+const LEVERS = new Set(['pause', 'resume', 'limit', 'drain', 'remove', 'dead']);
+let freshUntil = 0;
+let freshSeq = 0;
+
 async function api(op, args = {}) {
+  if (!LEVERS.has(op) && performance.now() < freshUntil) args = { ...args, ref: `fresh-${++freshSeq}` };
   const headers = { 'Content-Type': 'application/json', 'X-Emq-Request': 'dashboard' };
   if (token) headers.Authorization = 'Bearer ' + token;
   let res;
@@ -153,6 +162,7 @@ async function act(title, text, op, args, done, field) {
   try {
     const r = await api(op, args);
     toast(done(r));
+    freshUntil = performance.now() + 1500;
     refreshSoon();
   } catch (e) {
     toast(`${op} refused: ${e.code}: ${e.message}`, true);
