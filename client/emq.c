@@ -151,7 +151,8 @@ static int read_some(struct emq *c)
         c->buf = b;
         c->cap = cap;
     }
-    ssize_t n = recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
+    ssize_t n = c->ssl != NULL ? emq_tls_recv(c, c->buf + c->len, c->cap - c->len)
+                               : recv(c->fd, c->buf + c->len, c->cap - c->len, 0);
     if (n > 0) {
         c->len += (size_t)n;
         return EMQ_OK;
@@ -160,6 +161,8 @@ static int read_some(struct emq *c)
         return EMQ_OK;
     if (n == 0)
         return emq_seterr(c, EMQ_EIO, "the server closed the connection");
+    if (c->ssl != NULL && errno == EPROTO)
+        return emq_seterr(c, EMQ_EIO, "%s", c->tls_err);
     return emq_seterr(c, EMQ_EIO, "read: %s", strerror(errno));
 }
 
@@ -170,6 +173,9 @@ static int read_some(struct emq *c)
 static int wait_io(struct emq *c, long long deadline, bool out)
 {
     for (;;) {
+        /* TLS may hold decrypted bytes the socket no longer shows. */
+        if (!out && emq_tls_pending(c))
+            return read_some(c);
         struct pollfd p[2] = {{.fd = c->fd, .events = POLLIN | (out ? POLLOUT : 0)},
                               {.fd = c->wake[0], .events = POLLIN}};
         int r = poll(p, c->closing || out ? 1 : 2, poll_timeout(deadline));
@@ -196,12 +202,15 @@ static int wait_io(struct emq *c, long long deadline, bool out)
 static int send_all(struct emq *c, const char *data, size_t len, long long deadline)
 {
     while (len > 0) {
-        ssize_t n = send(c->fd, data, len, MSG_NOSIGNAL);
+        ssize_t n =
+            c->ssl != NULL ? emq_tls_send(c, data, len) : send(c->fd, data, len, MSG_NOSIGNAL);
         if (n > 0) {
             data += n;
             len -= (size_t)n;
             continue;
         }
+        if (n < 0 && c->ssl != NULL && errno == EPROTO)
+            return emq_seterr(c, EMQ_EIO, "%s", c->tls_err);
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
             return emq_seterr(c, EMQ_EIO, "write: %s", strerror(errno));
         int rc = wait_io(c, deadline, true);
@@ -513,11 +522,14 @@ int emq_connect(struct emq **out, const struct emq_options *opts)
     }
     long long deadline = deadline_in(c->timeout_ms);
     int rc;
+    const char *host = o->host != NULL ? o->host : EMQ_DEFAULT_HOST;
     if (o->unix_path != NULL)
-        rc = connect_unix(c, o->unix_path, deadline);
+        rc = o->tls ? emq_seterr(c, EMQ_EUSAGE, "TLS is for TCP: a unix socket is plain")
+                    : connect_unix(c, o->unix_path, deadline);
     else
-        rc = connect_tcp(c, o->host != NULL ? o->host : EMQ_DEFAULT_HOST,
-                         o->port > 0 ? o->port : EMQ_DEFAULT_PORT, deadline);
+        rc = connect_tcp(c, host, o->port > 0 ? o->port : EMQ_DEFAULT_PORT, deadline);
+    if (rc == EMQ_OK && o->tls)
+        rc = emq_tls_start(c, o, host, deadline);
     if (rc != EMQ_OK)
         return rc;
     return say_hello(c, o);
@@ -536,6 +548,7 @@ void emq_close(struct emq *c)
                                                                                : c->timeout_ms;
         emq_call(c, json_pack("{s:s}", "op", "quit"), NULL, 0);
     }
+    emq_tls_close(c);
     if (c->fd >= 0)
         close(c->fd);
     if (c->wake[0] >= 0) {

@@ -62,7 +62,17 @@ struct emq_options {
     const char *token;     /* sent in hello when set */
     const char *name;      /* client name sent in hello (informational) */
     int timeout_ms;        /* connect and per-reply timeout; default 10000, <0: none */
-    char host_buf[256];    /* storage emq_parse_addr uses for the host it parses */
+    /* TLS (TCP only; "tls://HOST:PORT" in emq_parse_addr sets tls). The
+     * server's certificate is verified against tls_ca (default: the
+     * system's CAs) and must name tls_server_name (default: host, an IP
+     * literal matching the certificate's IP addresses). */
+    bool tls;                    /* speak TLS */
+    const char *tls_ca;          /* PEM file of CAs to verify the server with */
+    const char *tls_cert;        /* PEM client certificate, for mutual TLS */
+    const char *tls_key;         /* its private key (default: in tls_cert's file) */
+    const char *tls_server_name; /* SNI and the name to verify */
+    bool tls_no_verify;          /* accept any server certificate (testing only) */
+    char host_buf[256];          /* storage emq_parse_addr uses for the host it parses */
 };
 
 /* One connection. Opaque. */
@@ -74,18 +84,19 @@ struct emq;
  * the failure; emq_close() it all the same. */
 int emq_connect(struct emq **out, const struct emq_options *opts);
 
-/* Parse "HOST:PORT", "[V6]:PORT", "PORT", or "unix:PATH" / a path starting
- * with '/' into opts: sets host (copied into opts->host_buf, so opts must
+/* Parse "HOST:PORT", "[V6]:PORT", "PORT", "tls://HOST:PORT" (which also
+ * sets opts->tls; any other form leaves it as it was), or "unix:PATH" / a
+ * path starting with '/' into opts: sets host (copied into opts->host_buf, so opts must
  * outlive its use) and port, or unix_path (pointing into addr); "PORT"
  * alone keeps opts->host. Other fields are untouched. EMQ_EUSAGE if
  * malformed (a bare IPv6 literal needs brackets). */
 int emq_parse_addr(struct emq_options *opts, const char *addr);
 
 /* The server opts points at, as emq_parse_addr reads it, with the defaults
- * filled in: "HOST:PORT", "[V6]:PORT", or the unix socket's path (written
- * "unix:PATH" when it does not start with '/'). For messages such as
- * "connected to 127.0.0.1:7711". Written into buf (truncated to size, NUL
- * terminated when size > 0), which is returned. */
+ * filled in: "HOST:PORT", "[V6]:PORT" (after "tls://" with opts->tls), or the unix socket's path
+ * (written "unix:PATH" when it does not start with '/'). For messages such as "connected to
+ * 127.0.0.1:7711". Written into buf (truncated to size, NUL terminated when size > 0), which is
+ * returned. */
 const char *emq_format_addr(const struct emq_options *opts, char *buf, size_t size);
 
 /* Say quit, close and free. Safe with NULL. On a working connection it

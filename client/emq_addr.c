@@ -1,5 +1,5 @@
 /* emq_addr: emq_parse_addr, the "HOST:PORT" / "[V6]:PORT" / "PORT" /
- * "unix:PATH" syntax every libemq program accepts, and emq_format_addr,
+ * "tls://HOST:PORT" / "unix:PATH" syntax every libemq program accepts, and emq_format_addr,
  * its inverse for messages (see emq.h). */
 #include "emq_int.h"
 
@@ -24,6 +24,17 @@ int emq_parse_addr(struct emq_options *opts, const char *addr)
 {
     if (opts == NULL || addr == NULL || *addr == '\0')
         return EMQ_EUSAGE;
+    if (strncmp(addr, "tls://", 6) == 0) {
+        /* TLS is TCP: a unix path or a bare port (which keeps a host that
+         * may not be known yet) would be ambiguous. */
+        if (addr[6] == '\0' || addr[6] == '/' || strncmp(addr + 6, "unix:", 5) == 0 ||
+            strrchr(addr + 6, ':') == NULL)
+            return EMQ_EUSAGE;
+        int rc = emq_parse_addr(opts, addr + 6);
+        if (rc == EMQ_OK)
+            opts->tls = true;
+        return rc;
+    }
     if (strncmp(addr, "unix:", 5) == 0 || addr[0] == '/') {
         const char *path = addr[0] == '/' ? addr : addr + 5;
         if (*path == '\0')
@@ -70,8 +81,8 @@ const char *emq_format_addr(const struct emq_options *opts, char *buf, size_t si
     if (opts->unix_path != NULL)
         snprintf(buf, size, "%s%s", opts->unix_path[0] == '/' ? "" : "unix:", opts->unix_path);
     else if (strchr(host, ':') != NULL) /* an IPv6 literal */
-        snprintf(buf, size, "[%s]:%d", host, port);
+        snprintf(buf, size, "%s[%s]:%d", opts->tls ? "tls://" : "", host, port);
     else
-        snprintf(buf, size, "%s:%d", host, port);
+        snprintf(buf, size, "%s%s:%d", opts->tls ? "tls://" : "", host, port);
     return buf;
 }

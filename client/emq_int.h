@@ -5,6 +5,9 @@
 #define EMQ_INT_H
 
 #include <signal.h>
+#include <sys/types.h>
+
+#include <openssl/ssl.h>
 
 #include "emq.h"
 
@@ -31,6 +34,8 @@ struct emq_push {
  * (answered < sent - 1 while waiting) are read and dropped. */
 struct emq {
     int fd;
+    SSL *ssl;                          /* a TLS connection's state (emq_tls.c), or NULL */
+    char tls_err[300];                 /* why the last TLS read or write failed */
     int wake[2];                       /* self-pipe: emq_interrupt writes one byte */
     volatile sig_atomic_t interrupted; /* sticky: emq_interrupt was called */
     bool closing;                      /* emq_close: interrupts are ignored */
@@ -70,5 +75,18 @@ EMQ_HIDDEN long long emq_now_ms(void);
 /* A leased job built from a claim entry or a push (fields of 6.7). NULL
  * with c's error set (EMQ_EBADREPLY / EMQ_ENOMEM) when it cannot be read. */
 EMQ_HIDDEN struct emq_job *emq_job_from_json(struct emq *c, const json_t *o);
+
+/* TLS (emq_tls.c). Start it on c->fd, connected to host, within the
+ * deadline: EMQ_OK or a code with c's error set. */
+EMQ_HIDDEN int emq_tls_start(struct emq *c, const struct emq_options *o, const char *host,
+                             long long deadline);
+/* recv(2) and send(2) through TLS, with their results and errno
+ * (EAGAIN: wait for the socket; EPROTO: a TLS failure, see tls_err). */
+EMQ_HIDDEN ssize_t emq_tls_recv(struct emq *c, void *buf, size_t n);
+EMQ_HIDDEN ssize_t emq_tls_send(struct emq *c, const void *data, size_t n);
+/* Decrypted bytes wait in OpenSSL: read them before polling. */
+EMQ_HIDDEN bool emq_tls_pending(const struct emq *c);
+/* Send close_notify (if the connection works) and free the TLS state. */
+EMQ_HIDDEN void emq_tls_close(struct emq *c);
 
 #endif

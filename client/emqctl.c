@@ -26,13 +26,28 @@ struct ctl_optdef {
     long long min, max;
 };
 
-enum { G_ADDR = -1, G_SOCKET = -2, G_TOKEN = -3, G_JSON = -4, G_HELP = -5, G_VERSION = -6 };
+enum {
+    G_ADDR = -1,
+    G_SOCKET = -2,
+    G_TOKEN = -3,
+    G_JSON = -4,
+    G_HELP = -5,
+    G_VERSION = -6,
+    G_TLS = -7,
+    G_CA = -8,
+    G_CERT = -9,
+    G_KEY = -10,
+};
 
 static const struct ctl_optdef ctl_optdefs[] = {
     {"addr", 0, G_ADDR, true, false, 0, 0},
     {"socket", 0, G_SOCKET, true, false, 0, 0},
     {"token", 0, G_TOKEN, true, false, 0, 0},
     {"json", 0, G_JSON, false, false, 0, 0},
+    {"tls", 0, G_TLS, false, false, 0, 0},
+    {"ca", 0, G_CA, true, false, 0, 0},
+    {"cert", 0, G_CERT, true, false, 0, 0},
+    {"key", 0, G_KEY, true, false, 0, 0},
     {"help", 'h', G_HELP, false, false, 0, 0},
     {"version", 0, G_VERSION, false, false, 0, 0},
     {"limit", 0, CTL_O_LIMIT, true, true, 1, LLONG_MAX},
@@ -68,6 +83,10 @@ static const char ctl_global_help[] =
     "  --addr HOST:PORT   the server (default $EMQ_ADDR, else 127.0.0.1:7711)\n"
     "  --socket PATH      connect to a unix socket instead\n"
     "  --token T          authenticate with T (default $EMQ_TOKEN)\n"
+    "  --tls              speak TLS (also: --addr tls://HOST:PORT)\n"
+    "  --ca FILE          verify the server against FILE's CAs (implies --tls)\n"
+    "  --cert FILE        present FILE's client certificate (implies --tls)\n"
+    "  --key FILE         the client certificate's key (default: in --cert's file)\n"
     "  --json             print the server's replies, one JSON object per line\n"
     "  -h, --help         show help (also after a command)\n"
     "  --version          print \"emqctl VERSION\" and exit\n";
@@ -96,6 +115,8 @@ static const struct ctl_cmd *ctl_find(const char *name)
         return &ctl_enqueue_cmd;
     if (strcmp(name, ctl_top_cmd.name) == 0)
         return &ctl_top_cmd;
+    if (strcmp(name, ctl_token_cmd.name) == 0)
+        return &ctl_token_cmd;
     if (strcmp(name, ctl_help_cmd.name) == 0)
         return &ctl_help_cmd;
     return NULL;
@@ -118,6 +139,7 @@ static void ctl_program_usage(FILE *out)
         ctl_help_line(out, c);
     ctl_help_line(out, &ctl_enqueue_cmd);
     ctl_help_line(out, &ctl_top_cmd);
+    ctl_help_line(out, &ctl_token_cmd);
     ctl_help_line(out, &ctl_help_cmd);
     fprintf(out,
             "\n%s\nRun `emqctl COMMAND --help` for a command's options. "
@@ -245,6 +267,20 @@ static int ctl_set_opt(struct ctl *ctl, const struct ctl_optdef *d, const char *
         ctl->opts.port = 0;
         if (emq_parse_addr(&ctl->opts, val) != EMQ_OK)
             return ctl_usage_error(ctl, "bad --addr \"%s\": expected HOST:PORT", val);
+        return 0;
+    case G_TLS:
+        ctl->opts.tls = true;
+        return 0;
+    case G_CA:
+        ctl->opts.tls = true;
+        ctl->opts.tls_ca = val;
+        return 0;
+    case G_CERT:
+        ctl->opts.tls = true;
+        ctl->opts.tls_cert = val;
+        return 0;
+    case G_KEY:
+        ctl->opts.tls_key = val;
         return 0;
     case G_SOCKET:
         ctl->opts.unix_path = val;
@@ -417,7 +453,12 @@ static int ctl_call_mode(struct ctl *ctl, json_t *request, json_t **reply, bool 
      * (also a code this library does not know); a library one with its. */
     const char *code = json_string_value(json_object_get(*reply, "error"));
     const char *msg = json_string_value(json_object_get(*reply, "message"));
-    if (code != NULL)
+    if (code != NULL && strcmp(code, "EPERM") == 0)
+        ctl_error(code,
+                  "%s (the token emqctl used, --token or $EMQ_TOKEN, may not do this: its role "
+                  "or queue patterns in emqd's tokens-file do not allow it)",
+                  msg != NULL ? msg : "");
+    else if (code != NULL)
         ctl_error(code, "%s", msg != NULL ? msg : "");
     else
         ctl_error(emq_code_name(rc), "%s", emq_errmsg(ctl->conn));

@@ -6,7 +6,8 @@
  * emqctl_table.c (aligned tables, readable numbers, colour),
  * emqctl_cmd.c (the one-request commands), emqctl_view.c (the daemon-wide
  * views: queues, forget, clients), emqctl_enqueue.c (enqueue, single or
- * batched from stdin) and emqctl_top.c (the live view). */
+ * batched from stdin), emqctl_top.c (the live view) and emqctl_token.c
+ * (token new: a token for emqd's tokens-file). */
 #ifndef EMQCTL_H
 #define EMQCTL_H
 
@@ -40,7 +41,7 @@ enum ctl_opt {
 };
 
 #define CTL_F(o)    (1u << (o))
-#define CTL_MAX_POS 4
+#define CTL_MAX_POS 35 /* token new NAME ROLE and 32 patterns */
 
 struct ctl;
 
@@ -74,6 +75,7 @@ struct ctl {
 extern const struct ctl_cmd ctl_cmd_table[], ctl_view_table[];
 extern const struct ctl_cmd ctl_enqueue_cmd;
 extern const struct ctl_cmd ctl_top_cmd;
+extern const struct ctl_cmd ctl_token_cmd;
 
 /* Send request (borrowed) and wait for its reply, connecting first if need
  * be. On success returns 0 with *reply set (a new reference) and, under

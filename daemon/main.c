@@ -13,8 +13,10 @@
 #include <sys/resource.h>
 #include <systemd/sd-daemon.h>
 
+#include "client_tls.h"
 #include "log.h"
 #include "metrics.h"
+#include "perm.h"
 #include "server.h"
 #include "supervise.h"
 
@@ -146,6 +148,8 @@ static void server_stopped(struct server *s)
         supervise_stop(d->sup, sup_stopped_cb, d);
     d->sup = NULL;
     uv_close((uv_handle_t *)&d->sighup, NULL);
+    s->tokens = tokens_free(s->tokens);
+    backoff_deinit(&s->backoff);
     log_msg(LOG_INFO, "stopped");
 }
 
@@ -180,6 +184,12 @@ static void reload_key(struct emqd *d, const struct config *next, const struct c
         log_event(LOG_WARN, "refusing to drop the token on a non-loopback listen", "key=token");
         return;
     }
+    if (strcmp(k->name, "tokens-file") == 0 && next->tokens_file == NULL && d->cfg.token == NULL &&
+        !config_loopback(d->cfg.listen) && !d->cfg.allow_insecure) {
+        log_event(LOG_WARN, "refusing to drop the tokens file on a non-loopback listen",
+                  "key=tokens-file");
+        return;
+    }
     if (config_copy(&d->cfg, next, k) != 0) {
         log_event(LOG_ERROR, "cannot apply setting", "key=%s", k->name);
         return;
@@ -188,6 +198,32 @@ static void reload_key(struct emqd *d, const struct config *next, const struct c
               (k->flags & CONFIG_SECRET) ? "(hidden)" : log_quote(v, q, sizeof(q)));
     if (k->offset == offsetof(struct config, log_level))
         log_threshold = (enum log_level)d->cfg.log_level;
+}
+
+/* Read the tokens file named by the running settings into a new table:
+ * 0, or -EINVAL with err set (nothing changed). NULL when none is set. */
+static int load_tokens(const struct config *c, struct tokens **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (c->tokens_file == NULL)
+        return 0;
+    return tokens_load(c->tokens_file, out, err, errlen) != 0 ? -EINVAL : 0;
+}
+
+/* At every reload, changed or not (its lines may have): a bad file keeps
+ * the running table. */
+static void reload_tokens(struct emqd *d)
+{
+    struct tokens *t;
+    char err[512], q[600];
+    if (load_tokens(&d->cfg, &t, err, sizeof(err)) != 0) {
+        log_event(LOG_ERROR, "tokens file reload failed; keeping the running tokens", "error=%s",
+                  log_quote(err, q, sizeof(q)));
+        return;
+    }
+    if (t == NULL && d->srv.tokens == NULL)
+        return;
+    perm_set_tokens(&d->srv, t);
 }
 
 static void sighup_cb(uv_signal_t *h, int sig)
@@ -216,7 +252,11 @@ static void sighup_cb(uv_signal_t *h, int sig)
                 changed++;
             }
         }
+        reload_tokens(d);
         log_event(LOG_INFO, "reloaded", "changed=%zu", changed);
+        /* The certificate files are read again even when their names did
+         * not change: a renewal replaces them in place. */
+        client_tls_load(&d->srv);
     }
     config_deinit(&next);
     if (d->ready)
@@ -247,8 +287,23 @@ static int ready_cb(struct server *s)
     return 0;
 }
 
-/* Refuse an open door: beyond loopback, a token or an explicit
- * allow-insecure is needed. Says which at start either way. */
+/* What keeps strangers out of the TCP listener, as the start-up log
+ * names it: tls+token, mtls, mtls+token (tls-only), token+tls (TLS
+ * offered, plain allowed), token (in clear), or none. */
+static const char *protection(const struct config *c, bool mtls)
+{
+    /* A tokens file is tokens too: every hello must carry one of its lines. */
+    bool token = c->token != NULL || c->tokens_file != NULL;
+    if (mtls)
+        return token ? "mtls+token" : "mtls";
+    if (token)
+        return c->tls_only ? "tls+token" : c->tls_cert != NULL ? "token+tls" : "token";
+    return c->tls_cert != NULL ? "tls-without-auth" : "none";
+}
+
+/* Refuse an open door: beyond loopback, a token, client certificates
+ * on a tls-only listener, or an explicit allow-insecure is needed. Says which at start either way.
+ */
 static int check_exposure(const struct config *c)
 {
     /* The metrics endpoint has no authentication: its labels name queues
@@ -258,7 +313,18 @@ static int check_exposure(const struct config *c)
                   "metrics endpoint beyond loopback: it is unauthenticated and names queues and "
                   "groups",
                   "metrics=%s", c->metrics);
-    if (c->token != NULL)
+    /* Client certificates on a listener that takes nothing else keep
+     * strangers out as a token does. */
+    bool mtls = c->tls_cert != NULL && c->tls_verify_client && c->tls_only;
+    log_event(LOG_INFO, "protection", "listen=%s protection=%s", c->listen ? c->listen : "none",
+              protection(c, mtls));
+    if ((c->token != NULL || c->tokens_file != NULL) && c->tls_cert == NULL &&
+        !config_loopback(c->listen))
+        log_event(LOG_WARN,
+                  "token without TLS beyond loopback: the token and every payload cross the "
+                  "network in clear (set tls-cert and tls-key)",
+                  "listen=%s", c->listen);
+    if (c->token != NULL || c->tokens_file != NULL || mtls)
         return 0;
     if (config_loopback(c->listen)) {
         log_event(LOG_WARN, "no token: listening on loopback only", "listen=%s",
@@ -268,7 +334,8 @@ static int check_exposure(const struct config *c)
     if (!c->allow_insecure) {
         log_event(LOG_ERROR,
                   "refusing to listen on a non-loopback address without a token (set token or "
-                  "token-file, or allow-insecure = true)",
+                  "token-file, client certificates: tls-verify-client with tls-only, or "
+                  "allow-insecure = true)",
                   "listen=%s origin=%s", c->listen, config_origin(c, config_key_find("listen", 6)));
         return -1;
     }
@@ -404,6 +471,15 @@ int main(int argc, char **argv)
     log_threshold = (enum log_level)d.cfg.log_level;
     if (check_exposure(&d.cfg) != 0)
         return 2;
+    /* Before the backend starts: a bad file stops emqd with nothing to undo. */
+    struct tokens *tokens;
+    if (load_tokens(&d.cfg, &tokens, err, sizeof(err)) != 0) {
+        char q[sizeof(err) + 100];
+        log_event(LOG_ERROR, "bad tokens file", "error=%s", log_quote(err, q, sizeof(q)));
+        return 2;
+    }
+    if (tokens != NULL)
+        log_event(LOG_INFO, "tokens file loaded", "tokens=%zu", tokens->n);
     fd_limit_check(&d.cfg);
     signal(SIGPIPE, SIG_IGN);
     /* Until the loop's handler is installed (after the embedded backend
@@ -415,6 +491,9 @@ int main(int argc, char **argv)
     pc.timeout_ms = d.cfg.redis_timeout_ms;
 
     server_init(&d.srv, loop, &d.cfg);
+    if (client_tls_load(&d.srv) != 0)
+        return 2;
+    d.srv.tokens = tokens;
     d.srv.stop_done = server_stopped;
     d.srv.ready = ready_cb;
     struct pool *pool;

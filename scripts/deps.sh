@@ -4,9 +4,9 @@
 
 EMQ_PACKAGES=(
     build-essential pkg-config meson ninja-build python3
-    libuv1-dev libhiredis-dev libjansson-dev libcriterion-dev
+    libuv1-dev libhiredis-dev libjansson-dev libcriterion-dev libssl-dev openssl
     redis-server lua-check groff-base
-    libsystemd-dev libhttp-parser-dev prometheus systemd
+    libsystemd-dev libhttp-parser-dev prometheus systemd libssl-dev
     python3-pytest python3-pip python3-setuptools python3-wheel
 )
 # The Node.js client's tests (client/node) need node 18+; Debian 12's

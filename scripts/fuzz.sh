@@ -17,12 +17,13 @@ if [ ! -f "$dir/build.ninja" ]; then
     CC=clang meson setup "$dir" -Dfuzz=true -Dtests=false \
         -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug >/dev/null
 fi
-ninja -C "$dir" tests/fuzz/fuzz_frame tests/fuzz/fuzz_request tests/fuzz/fuzz_payload
+ninja -C "$dir" tests/fuzz/fuzz_frame tests/fuzz/fuzz_request tests/fuzz/fuzz_payload \
+    tests/fuzz/fuzz_tokens
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 passed=0 failed=0
-for t in fuzz_frame fuzz_request fuzz_payload; do
+for t in fuzz_frame fuzz_request fuzz_payload fuzz_tokens; do
     mkdir -p "$dir/corpus/$t" "$dir/artifacts"
     log="$dir/$t.log"
     if "$dir/tests/fuzz/$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \

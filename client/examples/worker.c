@@ -1,6 +1,6 @@
 /* emq-worker: an example worker built on libemq, meant to be copied.
  *
- *   emq-worker [--addr HOST:PORT | --socket PATH] [--token T]
+ *   emq-worker [--addr [tls://]HOST:PORT | --socket PATH] [--token T] [--tls]
  *              [--credit N] [--lease-ms N] QUEUE
  *   emq-worker --help | --version
  *
@@ -292,6 +292,10 @@ static void help(void)
            "  --addr HOST:PORT   the server (default $EMQ_ADDR, else 127.0.0.1:7711)\n"
            "  --socket PATH      connect to a unix socket instead\n"
            "  --token T          authenticate with T (default $EMQ_TOKEN)\n"
+           "  --tls              speak TLS (also: --addr tls://HOST:PORT)\n"
+           "  --ca FILE          verify the server against FILE's CAs (implies --tls)\n"
+           "  --cert FILE        present FILE's client certificate (implies --tls)\n"
+           "  --key FILE         the client certificate's key (default: in --cert's file)\n"
            "  --credit N         jobs each of the two streams may hold at once (default 1)\n"
            "  --lease-ms N       lease length, extended when half is gone (default 30000)\n"
            "  -h, --help         show this help\n"
@@ -359,7 +363,9 @@ int main(int argc, char **argv)
         {"addr", required_argument, NULL, 'a'},     {"socket", required_argument, NULL, 's'},
         {"token", required_argument, NULL, 't'},    {"credit", required_argument, NULL, 'c'},
         {"lease-ms", required_argument, NULL, 'l'}, {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},        {NULL, 0, NULL, 0},
+        {"version", no_argument, NULL, 'V'},        {"tls", no_argument, NULL, 'T'},
+        {"ca", required_argument, NULL, 'A'},       {"cert", required_argument, NULL, 'C'},
+        {"key", required_argument, NULL, 'K'},      {NULL, 0, NULL, 0},
     };
     struct worker w = {.credit = 1, .lease_ms = 30000, .opts = {.name = "emq-worker"}};
     const char *bad_env = env_defaults(&w.opts);
@@ -377,6 +383,14 @@ int main(int argc, char **argv)
             w.opts.unix_path = optarg;
         else if (opt == 't')
             w.opts.token = optarg;
+        else if (opt == 'T')
+            w.opts.tls = true;
+        else if (opt == 'A')
+            w.opts.tls = true, w.opts.tls_ca = optarg;
+        else if (opt == 'C')
+            w.opts.tls = true, w.opts.tls_cert = optarg;
+        else if (opt == 'K')
+            w.opts.tls_key = optarg;
         else if (opt == 'c')
             rc = positive("credit", optarg, &w.credit);
         else if (opt == 'l')

@@ -11,7 +11,7 @@ export declare const CODES: Readonly<Record<WireCode, readonly [number, string, 
 export type WireCode =
   | 'EPROTO' | 'EUNKNOWN' | 'EARG' | 'EKIND' | 'EBRAND' | 'EQUEUE' | 'ETOOBIG' | 'EEMPTY'
   | 'ENOJOB' | 'ESTATE' | 'ELEASE' | 'EAUTH' | 'EUNAVAILABLE' | 'EINTERNAL' | 'ELIMIT' | 'EFULL'
-  | 'ENOTFOUND';
+  | 'EPERM' | 'ENOTFOUND';
 /** The client's own codes: ECONN (cannot connect, or the connection
  * broke), ETIMEOUT (no reply in time), EUSAGE (the API was misused). */
 export type ClientCode = 'ECONN' | 'ETIMEOUT' | 'EUSAGE';
@@ -46,6 +46,8 @@ export declare const UnavailableError: WireErrorClass<'EUNAVAILABLE'>;
 export declare const InternalError: WireErrorClass<'EINTERNAL'>;
 export declare const LimitError: WireErrorClass<'ELIMIT'>;
 export declare const FullError: WireErrorClass<'EFULL'>;
+/** EPERM: the op, or its queue, is outside the connection's token's role. */
+export declare const PermissionDeniedError: WireErrorClass<'EPERM'>;
 export declare const NotFoundError: WireErrorClass<'ENOTFOUND'>;
 /** code -> class, for every wire code. */
 export declare const ERROR_CLASSES: { readonly [C in WireCode]: WireErrorClass<C> };
@@ -261,8 +263,13 @@ export interface ConnectOptions {
   port?: number;
   /** A unix socket path instead of TCP. */
   path?: string;
-  /** "HOST:PORT", "[V6]:PORT", "PORT" or "unix:PATH"; default $EMQ_ADDR. */
+  /** "HOST:PORT", "[V6]:PORT", "PORT", "tls://HOST:PORT" or "unix:PATH";
+   * default $EMQ_ADDR. */
   addr?: string;
+  /** TLS (emqd's tls-cert): true for the default CAs, or tls.connect's
+   * options ({ca, cert, key, servername, ...}). The certificate must name
+   * host. A tls:// address means true. */
+  tls?: boolean | import('node:tls').ConnectionOptions;
   /** Default $EMQ_TOKEN. */
   token?: string;
   /** Sent in hello (informational). */

@@ -1,5 +1,6 @@
-/* batch: the completions of one loop turn, per queue, sent as one script
- * call (lua/complete.lua takes pairs). A queue's batch goes out at the end
+/* batch: the completions of one loop turn, per queue, sent as few script
+ * calls (lua/complete.lua takes pairs; at most STORE_PAIRS_PER_CALL each,
+ * so one call stays short in Redis). A queue's batch goes out at the end
  * of the turn (engine_flush), or before any other call of the queue
  * (queue_store), so that a call made after a completion runs after it. */
 #include <errno.h>
@@ -49,33 +50,50 @@ static void complete_cb(void *priv, const struct store_status *st, size_t n,
     free(b);
 }
 
-void queue_flush(struct queue *q)
+/* Send items[0..n) (n <= STORE_PAIRS_PER_CALL) as one call. */
+static void flush_call(struct queue *q, const struct queue_completion *items, size_t n)
 {
-    size_t n = q->nbatch;
-    if (n == 0)
-        return;
     struct sent *b = malloc(sizeof(*b) + n * sizeof(b->items[0]));
-    struct store_pair *pairs = malloc(n * sizeof(*pairs));
-    q->nbatch = 0;
-    if (b == NULL || pairs == NULL) {
+    if (b == NULL) {
         static const struct store_status oom = {WIRE_EINTERNAL, "out of memory"};
         for (size_t i = 0; i < n; i++)
-            q->batch[i].done(q->batch[i].priv, &oom, STORE_ENOJOB);
-        free(b);
-        free(pairs);
+            items[i].done(items[i].priv, &oom, STORE_ENOJOB);
         return;
     }
+    struct store_pair pairs[STORE_PAIRS_PER_CALL];
     b->q = q;
     b->n = n;
     for (size_t i = 0; i < n; i++) {
-        b->items[i] = q->batch[i];
-        pairs[i] = (struct store_pair){q->batch[i].job, q->batch[i].lease};
+        b->items[i] = items[i];
+        pairs[i] = (struct store_pair){items[i].job, items[i].lease};
     }
     if (store_complete(&q->store, q->eng->cfg->retention_ms, n, pairs, complete_cb, b) != 0) {
         static const struct store_status down = {WIRE_EUNAVAILABLE, "the backend is unavailable"};
         complete_cb(b, &down, 0, NULL);
     }
-    free(pairs);
+}
+
+void queue_flush(struct queue *q)
+{
+    size_t n = q->nbatch, cap = q->capbatch;
+    if (n == 0)
+        return;
+    /* The batch is ours now: a callback that runs at once (the backend
+     * down) answers requests, and whatever that sets going completes
+     * into a new array rather than over items not yet sent. */
+    struct queue_completion *items = q->batch;
+    q->batch = NULL;
+    q->nbatch = q->capbatch = 0;
+    /* In calls of at most STORE_PAIRS_PER_CALL, sent in order, so each
+     * completion still takes effect before any later call of the queue. */
+    for (size_t at = 0; at < n; at += STORE_PAIRS_PER_CALL)
+        flush_call(q, items + at, n - at < STORE_PAIRS_PER_CALL ? n - at : STORE_PAIRS_PER_CALL);
+    if (q->batch == NULL) { /* keep the array for the next turn */
+        q->batch = items;
+        q->capbatch = cap;
+    } else {
+        free(items);
+    }
 }
 
 void engine_flush(struct engine *e)

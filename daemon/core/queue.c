@@ -110,10 +110,14 @@ void queue_release(struct queue *q, size_t n, const struct store_pair *pairs, co
     if (n == 0)
         return;
     q->count.released += n;
-    if (store_release(queue_store(q), reason, mode, n, pairs, release_cb, (void *)(uintptr_t)n) !=
-        0) {
-        struct store_status st = {WIRE_EUNAVAILABLE, "the backend is unavailable"};
-        release_cb((void *)(uintptr_t)n, &st, 0, NULL);
+    /* In calls of at most STORE_PAIRS_PER_CALL, sent in order. */
+    for (size_t at = 0; at < n; at += STORE_PAIRS_PER_CALL) {
+        size_t k = n - at < STORE_PAIRS_PER_CALL ? n - at : STORE_PAIRS_PER_CALL;
+        void *priv = (void *)(uintptr_t)k;
+        if (store_release(queue_store(q), reason, mode, k, pairs + at, release_cb, priv) != 0) {
+            struct store_status st = {WIRE_EUNAVAILABLE, "the backend is unavailable"};
+            release_cb(priv, &st, 0, NULL);
+        }
     }
 }
 

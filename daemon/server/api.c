@@ -63,6 +63,8 @@ struct api_call {
     size_t len;
     struct api_entry *entry; /* the read it fetches for, or NULL */
     struct client *c;        /* while it runs */
+    char *bearer;            /* the token it carried (owned), NULL when none */
+    size_t bearer_len;
 };
 
 struct api {
@@ -166,6 +168,7 @@ static void call_drop(struct api_call *k)
 {
     http_conn_unref(k->conn);
     free(k->line);
+    free(k->bearer);
     k->api->calls--;
     free(k);
 }
@@ -205,6 +208,8 @@ static void prune(struct api *a, uint64_t now)
 /* --- running --------------------------------------------------------------- */
 
 static void call_start(struct api_call *k);
+static bool api_auth(const struct server *s, const char *tok, size_t len, enum tokens_role *role,
+                     const struct token **line);
 
 static void kick_cb(uv_idle_t *h)
 {
@@ -260,30 +265,43 @@ static void sink_cb(void *priv, const char *data, size_t len)
     client_close(c, "answered");
 }
 
+/* k cannot run: answer it (and the twins waiting on it) with body. */
+static void call_abort(struct api_call *k, int status, const char *body)
+{
+    struct api *a = k->api;
+    if (k->entry != NULL) {
+        k->entry->pending = false;
+        for (struct api_call *w = k->entry->waiters, *n; w != NULL; w = n) {
+            n = w->next;
+            respond_json(w->conn, status, body, strlen(body));
+            call_free(w);
+        }
+        k->entry->waiters = NULL;
+        entry_unlink(a, k->entry);
+    }
+    respond_json(k->conn, status, body, strlen(body));
+    call_free(k);
+}
+
 static void call_start(struct api_call *k)
 {
     struct api *a = k->api;
-    a->running++;
-    k->c = client_new_detached(a->srv, "http", true, sink_cb, k);
-    if (k->c == NULL) {
-        /* No reply line will come: answer k (and its twins) here. */
-        static const char oom[] =
-            "{\"ok\":false,\"error\":\"EINTERNAL\",\"message\":\"out of memory\"}\n";
-        if (k->entry != NULL) {
-            k->entry->pending = false;
-            for (struct api_call *w = k->entry->waiters, *n; w != NULL; w = n) {
-                n = w->next;
-                respond_json(w->conn, 200, oom, sizeof(oom) - 1);
-                call_free(w);
-            }
-            k->entry->waiters = NULL;
-            entry_unlink(a, k->entry);
-        }
-        a->running--;
-        respond_json(k->conn, 200, oom, sizeof(oom) - 1);
-        call_free(k);
+    enum tokens_role role;
+    const struct token *line;
+    /* Judged again now: the tokens file may have been reloaded while k
+     * waited, and the line it matched freed. */
+    if (!api_auth(a->srv, k->bearer, k->bearer_len, &role, &line)) {
+        call_abort(k, 401,
+                   "{\"ok\":false,\"error\":\"EAUTH\",\"message\":\"bad or missing token\"}\n");
         return;
     }
+    k->c = client_new_detached(a->srv, "http", role, line, sink_cb, k);
+    if (k->c == NULL) {
+        call_abort(k, 200,
+                   "{\"ok\":false,\"error\":\"EINTERNAL\",\"message\":\"out of memory\"}\n");
+        return;
+    }
+    a->running++;
     /* The line runs as a connection's would; its reply reaches sink_cb
      * at the end of this loop turn at the earliest. */
     req_run_line(k->c, k->line, k->len);
@@ -309,7 +327,7 @@ static void call_submit(struct api_call *k)
 bool api_open(const struct server *s, const char **why)
 {
     const struct config *cfg = s->cfg;
-    if (cfg->token != NULL || cfg->allow_insecure || config_loopback(cfg->metrics))
+    if (server_auth_required(s) || cfg->allow_insecure || config_loopback(cfg->metrics))
         return true;
     *why = "the dashboard is served beyond loopback only with a token (or allow-insecure)";
     return false;
@@ -373,15 +391,32 @@ static bool host_loopback(const struct http_conn *c)
            cc < 256 && d < 256;
 }
 
-static bool token_ok(const struct server *s, const struct http_conn *c)
+/* The token of an Authorization: Bearer header (its length in *len), or
+ * NULL. */
+static const char *bearer(const struct http_conn *c, size_t *len)
 {
-    size_t len;
-    const char *h = http_header(c, HTTP_H_AUTHORIZATION, &len);
-    if (s->cfg->token == NULL)
+    const char *h = http_header(c, HTTP_H_AUTHORIZATION, len);
+    if (h == NULL || *len < 7 || strncasecmp(h, "Bearer ", 7) != 0)
+        return NULL;
+    *len -= 7;
+    return h + 7;
+}
+
+/* What the token tok (len bytes; NULL: none) may do, as hello would
+ * judge it: anything without authentication, admin for the token
+ * setting's, a tokens-file line's role and patterns. False: nothing. */
+static bool api_auth(const struct server *s, const char *tok, size_t len, enum tokens_role *role,
+                     const struct token **line)
+{
+    *role = TOKENS_ADMIN;
+    *line = NULL;
+    if (!server_auth_required(s) || cmd_token_ok(s->cfg->token, tok, len))
         return true;
-    if (h == NULL || len < 7 || strncasecmp(h, "Bearer ", 7) != 0)
-        return cmd_token_ok(s->cfg->token, NULL, 0);
-    return cmd_token_ok(s->cfg->token, h + 7, len - 7);
+    *line = tok != NULL && s->tokens != NULL ? tokens_match(s->tokens, tok, len) : NULL;
+    if (*line == NULL)
+        return false;
+    *role = (*line)->role;
+    return true;
 }
 
 static bool body_is_json(const struct http_conn *c)
@@ -474,7 +509,7 @@ static const struct api_op *gate(const struct server *s, struct http_conn *c, co
         refuse(c, 403, WIRE_EAUTH, "cross-site request refused");
         return NULL;
     }
-    if (s->cfg->token == NULL && !s->cfg->allow_insecure && !host_loopback(c)) {
+    if (!server_auth_required(s) && !s->cfg->allow_insecure && !host_loopback(c)) {
         refuse(c, 403, WIRE_EAUTH, "without a token, the Host must be a loopback address");
         return NULL;
     }
@@ -482,7 +517,11 @@ static const struct api_op *gate(const struct server *s, struct http_conn *c, co
         refuse(c, 403, WIRE_EAUTH, "the X-Emq-Request header is required");
         return NULL;
     }
-    if (!token_ok(s, c)) {
+    size_t tlen = 0;
+    const char *tok = bearer(c, &tlen);
+    enum tokens_role role;
+    const struct token *line;
+    if (!api_auth(s, tok, tlen, &role, &line)) {
         log_event(LOG_INFO, "dashboard request refused: bad or missing token", "op=%.32s", op);
         refuse(c, 401, WIRE_EAUTH, "bad or missing token (Authorization: Bearer ...)");
         return NULL;
@@ -561,6 +600,13 @@ void api_handle(struct api *a, struct http_conn *c, const char *method, const ch
         free(line);
         refuse(c, 503, WIRE_EINTERNAL, "out of memory");
         return;
+    }
+    size_t tlen = 0;
+    const char *tok = bearer(c, &tlen);
+    if (tok != NULL && (k->bearer = malloc(tlen + 1)) != NULL) {
+        memcpy(k->bearer, tok, tlen);
+        k->bearer[tlen] = '\0';
+        k->bearer_len = tlen;
     }
     k->api = a;
     k->conn = c;

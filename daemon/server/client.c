@@ -7,11 +7,13 @@
 
 #include "client.h"
 
+#include "client_tls.h"
 #include "consumer.h"
 #include "lease.h"
 #include "log.h"
 #include "req.h"
 #include "server.h"
+#include "tls.h"
 
 static void on_close_cb(uv_handle_t *h);
 static void read_start(struct client *c);
@@ -24,6 +26,7 @@ void client_ref(struct client *c)
 
 static void client_free(struct client *c)
 {
+    c->tls = tls_free(c->tls);
     frame_deinit(&c->frame);
     outbuf_deinit(&c->out);
     outbuf_deinit(&c->wbuf);
@@ -108,6 +111,8 @@ void client_account(struct client *c)
         return; /* client_close took what it held out of the sums */
     size_t in = frame_pending(&c->frame), partial = frame_partial(&c->frame),
            out = c->queued_bytes + c->out.len + c->wbuf.len;
+    if (c->tls != NULL)
+        in += tls_buffered(c->tls); /* ciphertext not yet decrypted, records not yet taken */
     b->input = b->input - c->counted_in + in;
     b->partial = b->partial - c->counted_partial + partial;
     b->output = b->output - c->counted_out + out;
@@ -139,7 +144,7 @@ static void unhold(struct client *c)
     c->srv->bud.held--;
 }
 
-static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+void client_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     struct client *c = h->data;
     char *room;
@@ -165,10 +170,8 @@ static void read_pause(struct client *c)
     unhold(c);
 }
 
-static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+void client_read_end(struct client *c, ssize_t nread)
 {
-    struct client *c = st->data;
-    (void)buf;
     if (nread == UV_EOF) {
         /* The peer may only have half-closed (shutdown(SHUT_WR), as nc -N
          * and many scripts do): it still reads. Run every line it sent
@@ -182,18 +185,30 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
             client_shutdown(c);
         return;
     }
-    if (nread < 0) {
-        client_close(c, uv_strerror((int)nread));
-        return;
-    }
-    if (nread == 0)
-        return;
-    frame_commit(&c->frame, (size_t)nread);
+    client_close(c, uv_strerror((int)nread));
+}
+
+void client_input(struct client *c)
+{
     c->lines_left = !run_lines(c);
     client_account(c);
     /* Past max-buffered every connection stops reading here, this one
      * included: the budget is passed by at most this one read. */
     budget_check(c->srv);
+}
+
+static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+    struct client *c = st->data;
+    (void)buf;
+    if (nread < 0) {
+        client_read_end(c, nread);
+        return;
+    }
+    if (nread == 0)
+        return;
+    frame_commit(&c->frame, (size_t)nread);
+    client_input(c);
 }
 
 static void read_start(struct client *c)
@@ -202,8 +217,25 @@ static void read_start(struct client *c)
         hold(c); /* over max-buffered: it reads when the budget lets it */
         return;
     }
-    if (uv_read_start(&c->h.stream, alloc_cb, read_cb) == 0)
+    /* A connection that may still turn out to be TLS, or is, reads
+     * through client_tls.c; a plain one never does. */
+    bool tls = c->sniff || c->tls != NULL;
+    if (uv_read_start(&c->h.stream, tls ? client_tls_alloc_cb : client_alloc_cb,
+                      tls ? client_tls_read_cb : read_cb) == 0)
         c->reading = true;
+}
+
+void client_go_plain(struct client *c, size_t n)
+{
+    /* Its first read came through the TLS callbacks, into the frame
+     * reader's room as a plain read's would: take it, and read the plain
+     * way from now on. */
+    if (c->reading)
+        uv_read_stop(&c->h.stream);
+    c->reading = false;
+    read_start(c);
+    frame_commit(&c->frame, n);
+    client_input(c);
 }
 
 void client_hold_reads(struct client *c)
@@ -288,21 +320,30 @@ static bool run_lines(struct client *c)
     return all;
 }
 
-static void write_cb(uv_write_t *w, int status)
+void client_write_done(struct client *c, int status)
 {
-    struct client *c = w->data;
     c->writing = false;
     outbuf_reset(&c->wbuf);
     client_account(c);
     if (status < 0 && !c->closing)
         client_close(c, uv_strerror(status));
-    else if (!c->closing && (c->out.len > 0 || c->quit))
+    else if (!c->closing &&
+             (c->out.len > 0 || c->quit || (c->tls != NULL && tls_out_pending(c->tls) > 0)))
         client_mark_dirty(c);
     client_unref(c);
 }
 
+static void write_cb(uv_write_t *w, int status)
+{
+    client_write_done(w->data, status);
+}
+
 static void flush_one(struct client *c)
 {
+    if (c->tls != NULL) {
+        client_tls_flush(c);
+        return;
+    }
     if (c->closing || c->writing)
         return;
     if (c->sink != NULL) {
@@ -427,7 +468,8 @@ int client_accept(struct server *s, uv_stream_t *listener)
     }
     c->last_active = c->opened = uv_now(s->loop);
     /* Opened while no token is set: it stays in if a reload sets one. */
-    c->authed = s->cfg->token == NULL;
+    c->authed = !server_auth_required(s);
+    c->role = c->authed ? TOKENS_ADMIN : 0;
     if (!c->authed) {
         /* Before hello a connection can do nothing but hello, ping and
          * quit: many of them must not hold every slot (max-clients). */
@@ -444,12 +486,14 @@ int client_accept(struct server *s, uv_stream_t *listener)
         s->nunauthed++;
     }
     log_event(LOG_DEBUG, "connection opened", "client=%s", c->addr);
+    /* With a certificate configured, its first byte says TLS or plain. */
+    c->sniff = s->tls != NULL && !c->unix_socket;
     read_start(c);
     return 0;
 }
 
-struct client *client_new_detached(struct server *s, const char *addr, bool authed,
-                                   client_sink_cb *sink, void *priv)
+struct client *client_new_detached(struct server *s, const char *addr, enum tokens_role role,
+                                   const struct token *tok, client_sink_cb *sink, void *priv)
 {
     struct client *c = calloc(1, sizeof(*c));
     if (c == NULL)
@@ -458,7 +502,9 @@ struct client *client_new_detached(struct server *s, const char *addr, bool auth
     c->refs = 1; /* the creator's, dropped by client_close */
     c->sink = sink;
     c->sink_priv = priv;
-    c->authed = authed;
+    c->authed = true;
+    c->role = role;
+    c->tok = tok;
     frame_init(&c->frame, s->cfg->max_line);
     outbuf_init(&c->out);
     outbuf_init(&c->wbuf);
@@ -560,9 +606,11 @@ size_t client_refuse_line(struct client *c)
  * to send. */
 void client_idle_check(struct client *c, uint64_t now)
 {
+    if ((c->sniff || (c->tls != NULL && !tls_established(c->tls))) && client_tls_overdue(c, now))
+        return;
     /* A connection that has not said hello gets auth-timeout-ms to do it,
      * pings or not: it may hold no lease, so nothing is lost. */
-    if (c->unauthed && c->srv->cfg->token != NULL && !c->closing &&
+    if (c->unauthed && server_auth_required(c->srv) && !c->closing &&
         now - c->opened >= c->srv->cfg->auth_timeout_ms) {
         log_event(LOG_INFO, "connection closed: no hello within auth-timeout-ms",
                   "client=%s auth_timeout_ms=%llu", c->addr,

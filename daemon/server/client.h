@@ -13,6 +13,7 @@
 #include "frame.h"
 #include "map.h"
 #include "reply.h"
+#include "tokens.h"
 
 struct consumer;
 struct req;
@@ -65,8 +66,18 @@ struct client {
     client_sink_cb *sink;
     void *sink_priv;
     int auth_failures;
+    /* What it may do (perm.h): the role, and the tokens-file line that gave
+     * it (NULL: the token setting, or no authentication; both admin on
+     * every queue). 0 until hello when authentication is required. */
+    enum tokens_role role;
+    const struct token *tok;
     bool unauthed;   /* counted in the server's nunauthed: a token is set, no hello yet */
     uint64_t opened; /* uv_now() at accept */
+    /* TLS (client_tls.h): its state once its first byte was 0x16 (owned;
+     * NULL for a plain connection), and whether its first byte is still
+     * to come on a listener that takes both. */
+    struct tls *tls;
+    bool sniff, tls_announced;
     uint64_t last_active;
 };
 
@@ -77,11 +88,11 @@ int client_accept(struct server *s, uv_stream_t *listener);
  * order apply. It has no socket and is in no list of the server (so no
  * idle check, no max-clients, not among the connections the clients op
  * shows); its replies go to sink, batched per loop turn as a
- * connection's are. authed: whether it may use every op (the caller has
- * checked the token). Close it with client_close when done; NULL out of
- * memory. */
-struct client *client_new_detached(struct server *s, const char *addr, bool authed,
-                                   client_sink_cb *sink, void *priv);
+ * connection's are. It is authenticated, with role and tok as a hello
+ * would have given it (perm.h; the caller has checked the token). Close
+ * it with client_close when done; NULL out of memory. */
+struct client *client_new_detached(struct server *s, const char *addr, enum tokens_role role,
+                                   const struct token *tok, client_sink_cb *sink, void *priv);
 /* Queue bytes for the client (written at the end of this loop turn). Past
  * max-output, or out of memory, it closes the client (with a log line). */
 void client_send(struct client *c, const char *data, size_t len);
@@ -117,5 +128,19 @@ void client_release_reads(struct client *c);
 /* Refuse c's partial line (frame_refuse): its ELIMIT answer takes its
  * place in the order. Returns the bytes given back (0: none). */
 size_t client_refuse_line(struct client *c);
+
+/* For client_tls.c, which reads and writes TLS connections with the
+ * plain path's own steps: */
+/* Room in c's frame reader for a read (the plain alloc callback). */
+void client_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+/* New input is in the frame reader: run its lines, count the bytes. */
+void client_input(struct client *c);
+/* The read ended (nread < 0): end of input, or an error. */
+void client_read_end(struct client *c, ssize_t nread);
+/* Its first n bytes (in the frame reader's room) were not TLS: take
+ * them, and read it as a plain connection from now on. */
+void client_go_plain(struct client *c, size_t n);
+/* A write of c's finished (the write callback). */
+void client_write_done(struct client *c, int status);
 
 #endif

@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "request.h"
+#include "tokens.h"
 
 struct req;
 struct server;
@@ -37,12 +38,28 @@ enum {
     CMD_BARRIER = 1u << 3,
     /* reads the queue only: it does not put an unknown queue in use */
     CMD_READ = 1u << 4,
+    /* The least role that may run the op (PROTOCOL.md 7, tokens.h): every
+     * row has exactly one of these (test_cmd), so an op declares who may
+     * use it where it is declared, and a row that forgets fails the unit
+     * test rather than being open to all. An op without CMD_QUEUE that is
+     * not a session op (CMD_NOAUTH) must be CMD_ADMIN: a token limited to
+     * queue patterns could not be held to them. */
+    CMD_PRODUCER = 1u << 5,
+    CMD_WORKER = 1u << 6,
+    CMD_ADMIN = 1u << 7,
+    CMD_ROLES = CMD_PRODUCER | CMD_WORKER | CMD_ADMIN,
 };
+
+/* The role cmd's row declares (TOKENS_PRODUCER...), or 0 when it declares
+ * none or more than one. */
+enum tokens_role cmd_role(const struct cmd *cmd);
 
 /* The command named name (len bytes), or NULL. */
 const struct cmd *cmd_lookup(const char *name, size_t len);
 /* The i-th command over all tables, or NULL past the last. */
 const struct cmd *cmd_at(size_t i);
+/* cmd's index in cmd_at's order, SIZE_MAX for NULL (or no row). */
+size_t cmd_index(const struct cmd *cmd);
 
 #define DAY_MS (24LL * 3600 * 1000)
 
@@ -74,9 +91,9 @@ extern const struct cmd cmd_session[], cmd_jobs[], cmd_admin[], cmd_view[], cmd_
  * calls it every QUEUE_HISTORY_MS). */
 void cmd_rates_sample(struct server *s);
 
-/* True when tok (len bytes; NULL: none given) is the token want, compared
- * in a time that does not depend on where they differ (hello, and the
- * dashboard's /api). */
+/* True when tok (len bytes; NULL: none given) is the token want (NULL: no
+ * token setting: false), compared in a time that does not depend on where
+ * they differ (hello, and the dashboard's /api). */
 bool cmd_token_ok(const char *want, const char *tok, size_t len);
 
 /* A string argument of the request, "" when absent. */

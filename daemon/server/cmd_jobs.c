@@ -579,13 +579,14 @@ static void cmd_extend(struct req *r)
 
 /* Producing and consuming work. */
 const struct cmd cmd_jobs[] = {
-    {"enqueue", enqueue_spec, cmd_enqueue, CMD_QUEUE},
-    {"enqueue_many", enqueue_many_spec, cmd_enqueue_many, CMD_QUEUE, check_enqueue_many},
-    {"claim", claim_spec, cmd_claim, CMD_QUEUE | CMD_WORK},
-    {"stream", stream_spec, cmd_stream, CMD_QUEUE | CMD_WORK},
-    {"complete", settle_spec, cmd_complete, CMD_QUEUE},
-    {"fail", fail_spec, cmd_fail, CMD_QUEUE},
-    {"release", release_spec, cmd_release, CMD_QUEUE},
-    {"extend", extend_spec, cmd_extend, CMD_QUEUE},
+    {"enqueue", enqueue_spec, cmd_enqueue, CMD_QUEUE | CMD_PRODUCER},
+    {"enqueue_many", enqueue_many_spec, cmd_enqueue_many, CMD_QUEUE | CMD_PRODUCER,
+     check_enqueue_many},
+    {"claim", claim_spec, cmd_claim, CMD_QUEUE | CMD_WORK | CMD_WORKER},
+    {"stream", stream_spec, cmd_stream, CMD_QUEUE | CMD_WORK | CMD_WORKER},
+    {"complete", settle_spec, cmd_complete, CMD_QUEUE | CMD_WORKER},
+    {"fail", fail_spec, cmd_fail, CMD_QUEUE | CMD_WORKER},
+    {"release", release_spec, cmd_release, CMD_QUEUE | CMD_WORKER},
+    {"extend", extend_spec, cmd_extend, CMD_QUEUE | CMD_WORKER},
     {NULL, NULL, NULL, 0},
 };

@@ -95,6 +95,6 @@ static const struct arg_spec rates_spec[] = {
 
 /* What the daemon saw: read-only, answered from memory. */
 const struct cmd cmd_rates[] = {
-    {"rates", rates_spec, run_rates, 0},
+    {"rates", rates_spec, run_rates, CMD_ADMIN},
     {NULL, NULL, NULL, 0},
 };

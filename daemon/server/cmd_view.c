@@ -365,10 +365,10 @@ static void cmd_clients(struct req *r)
  * only once the registry's page is back, and a later request of the
  * connection must not overtake them. */
 const struct cmd cmd_view[] = {
-    {"queues", queues_spec, cmd_queues, CMD_READ | CMD_BARRIER, cmd_check_cursor},
-    {"clients", clients_spec, cmd_clients, 0, check_clients},
+    {"queues", queues_spec, cmd_queues, CMD_READ | CMD_BARRIER | CMD_ADMIN, cmd_check_cursor},
+    {"clients", clients_spec, cmd_clients, CMD_ADMIN, check_clients},
     /* CMD_READ: looking the queue up does not put it in use (which would
      * register it) before the forget has looked at it */
-    {"forget", forget_spec, cmd_forget, CMD_QUEUE | CMD_READ | CMD_BARRIER},
+    {"forget", forget_spec, cmd_forget, CMD_QUEUE | CMD_READ | CMD_BARRIER | CMD_ADMIN},
     {NULL, NULL, NULL, 0},
 };

@@ -144,6 +144,23 @@ static void render_requests(struct outbuf *o, const struct server *s)
     }
 }
 
+/* Refusals by role and op (perm.c): at most 4 x the ops series, and only
+ * those that happened. The role "none" is a connection whose token was
+ * revoked by a reload while it still sent. */
+static void render_denied(struct outbuf *o, const struct server *s)
+{
+    family(o, "emqd_denied_total", "counter",
+           "Requests refused EPERM: outside their token's role or queue patterns.");
+    for (unsigned r = 0; r <= TOKENS_ADMIN; r++) {
+        const struct cmd *c;
+        for (size_t i = 0; i < SERVER_OPS_MAX && (c = cmd_at(i)) != NULL; i++)
+            if (s->denied.n[r][i] > 0)
+                put(o, "emqd_denied_total{role=\"%s\",op=\"%s\"} %llu\n",
+                    tokens_role_name((enum tokens_role)r), c->name,
+                    (unsigned long long)s->denied.n[r][i]);
+    }
+}
+
 static void render_jobs(struct outbuf *o, const struct scrape *sc)
 {
     static const char *const events[] = {"enqueued", "claimed", "completed", "failed",
@@ -330,6 +347,7 @@ static void render(struct outbuf *o, const struct scrape *sc)
            s->count.connections);
     render_budget(o, s);
     render_requests(o, s);
+    render_denied(o, s);
     render_jobs(o, sc);
     render_groups(o, sc);
     render_latency(o, sc);

@@ -13,6 +13,7 @@
 #include "consumer.h"
 #include "engine.h"
 #include "log.h"
+#include "perm.h"
 #include "queue.h"
 #include "request.h"
 #include "server.h"
@@ -97,11 +98,8 @@ void req_close_all(struct client *c)
  * requests-by-op-and-result counters. */
 static size_t op_index(const struct cmd *cmd)
 {
-    const struct cmd *k;
-    for (size_t i = 0; cmd != NULL && i < SERVER_OPS_MAX && (k = cmd_at(i)) != NULL; i++)
-        if (k == cmd)
-            return i;
-    return SERVER_OPS_MAX;
+    size_t i = cmd_index(cmd);
+    return i < SERVER_OPS_MAX ? i : SERVER_OPS_MAX;
 }
 
 /* The request is answered (or dropped): let the lines after a barrier
@@ -261,7 +259,7 @@ void req_unread(struct client *c, bool too_long)
 
 static bool auth_ok(struct client *c, const struct cmd *cmd)
 {
-    return c->authed || c->srv->cfg->token == NULL || (cmd != NULL && (cmd->flags & CMD_NOAUTH));
+    return c->authed || !server_auth_required(c->srv) || (cmd != NULL && (cmd->flags & CMD_NOAUTH));
 }
 
 void req_run_line(struct client *c, const char *line, size_t len)
@@ -305,10 +303,16 @@ void req_run_line(struct client *c, const char *line, size_t len)
                   rq.op);
         return;
     }
+    /* The role before the arguments: a token learns nothing of an op it
+     * may not use. The queue's patterns need its name checked first. */
+    if (!perm_op(r))
+        return;
     if (request_check(r->cmd->spec, r->root, &err) != 0) {
         req_error(r, err.code, "%s", err.message);
         return;
     }
+    if (!perm_queue(r))
+        return;
     if (r->cmd->check != NULL && !r->cmd->check(r))
         return;
     if (r->cmd->flags & CMD_QUEUE) {

@@ -15,6 +15,7 @@
 #include "addr.h"
 #include "admin.h"
 #include "log.h"
+#include "tls.h"
 
 static void flush_cb(uv_check_t *h)
 {
@@ -44,6 +45,7 @@ static void sweep_cb(uv_timer_t *t)
         s->history_next = now + QUEUE_HISTORY_MS;
         cmd_rates_sample(s);
     }
+    backoff_sweep(&s->backoff, now);
 }
 
 /* Every queue any daemon has used is named in emq:queues, so a daemon
@@ -102,6 +104,7 @@ int server_init(struct server *s, uv_loop_t *loop, const struct config *cfg)
     s->cfg = cfg;
     engine_init(&s->eng, loop, cfg);
     budget_init(&s->bud);
+    backoff_init(&s->backoff);
     mint_init(&s->mint);
     mint_rand_init(&s->rand);
     uv_check_init(loop, &s->flush);
@@ -115,6 +118,11 @@ int server_init(struct server *s, uv_loop_t *loop, const struct config *cfg)
     uv_timer_start(&s->sweep, sweep_cb, 1000, 1000);
     uv_unref((uv_handle_t *)&s->sweep);
     return 0;
+}
+
+bool server_auth_required(const struct server *s)
+{
+    return s->cfg->token != NULL || s->tokens != NULL;
 }
 
 /* Attach the pool (made by main from the configured or embedded backend). */
@@ -192,6 +200,7 @@ static void stopped_cb(void *priv)
     uv_close((uv_handle_t *)&s->resume, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
+    s->tls = tls_ctx_free(s->tls); /* connections still open keep their own references */
     if (s->stop_done != NULL)
         s->stop_done(s);
 }

@@ -9,14 +9,17 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "backoff.h"
 #include "budget.h"
 #include "config.h"
 #include "engine.h"
 #include "errors.h"
 #include "mint.h"
 #include "pool.h"
+#include "tokens.h"
 
 struct client;
+struct tls_ctx;
 
 /* Counters the daemon keeps about its connections (metrics). */
 struct server_counters {
@@ -30,6 +33,15 @@ struct server_counters {
  * unknown) and by result (0 = ok, else the wire error code). */
 struct server_results {
     uint64_t n[SERVER_OPS_MAX + 1][WIRE__END];
+};
+
+/* Requests refused EPERM, by the connection's role (0: a connection whose
+ * token was revoked) and op (cmd_index), and the state of their
+ * rate-limited log (perm.c). */
+struct server_denied {
+    uint64_t n[TOKENS_ADMIN + 1][SERVER_OPS_MAX];
+    uint64_t logged_at; /* uv_now of the last line, 0: none yet */
+    uint64_t unlogged;  /* refusals since that line, not logged */
 };
 
 struct server {
@@ -50,6 +62,7 @@ struct server {
     uv_idle_t resume;       /* runs client_resume_all while clients wait in resumed */
     struct client *resumed; /* clients whose paused reads may resume */
     struct budget bud;      /* the bytes held for every client, against max-buffered */
+    struct tls_ctx *tls;    /* new TCP connections' TLS context (client_tls.h), or NULL */
     uv_signal_t sigterm, sigint;
     bool stopping, listening;
     int exit_code;
@@ -61,11 +74,17 @@ struct server {
     struct mint_rand rand;
     struct server_counters count;
     struct server_results results;
+    struct tokens *tokens;  /* the tokens file's table (owned), NULL when none is set */
+    struct backoff backoff; /* failed hellos per address */
+    struct server_denied denied;
 };
 
 int server_init(struct server *s, uv_loop_t *loop, const struct config *cfg);
 int server_listen(struct server *s);
 void server_attach_pool(struct server *s, struct pool *p);
+/* True if a connection must say hello with a token before other ops: the
+ * token setting or a tokens file is set. */
+bool server_auth_required(const struct server *s);
 /* Stop accepting and handing out work, flush, close everything; the loop
  * then ends by itself, and stop_done runs. */
 void server_stop(struct server *s);

@@ -55,6 +55,15 @@ int store_claim(struct store_queue *sq, bool flat, size_t n, uint64_t lease_ms, 
 
 /* --- settling ---------------------------------------------------------- */
 
+/* The most pairs one settling call should carry. A script runs alone in
+ * Redis, so one call of thousands of pairs (a connection closing with
+ * every lease of a big worker, a busy turn's completions) would stall
+ * every queue behind it: settling a pair costs Redis a few microseconds,
+ * so 128 keep one call near a millisecond while still sharing a call's
+ * fixed cost over many jobs. Callers split larger sets (core/batch.c,
+ * core/queue.c). */
+#define STORE_PAIRS_PER_CALL 128
+
 /* One outcome per pair, in order (n of them). */
 typedef void store_outcomes_cb(void *priv, const struct store_status *st, size_t n,
                                const enum store_outcome *each);

@@ -27,6 +27,10 @@ const struct config_key config_keys[] = {
      "clients must 'hello' with this token ('' = no authentication)"},
     {"token-file", CONFIG_STRING, OFF(token_file), 0, 0, "", CONFIG_RELOAD,
      "read the token from this file instead (re-read on SIGHUP)"},
+    /* Roles (issue 18): read by main.c into the server's table at start
+     * and at every SIGHUP, whether or not the path changed. */
+    {"tokens-file", CONFIG_STRING, OFF(tokens_file), 0, 0, "", CONFIG_RELOAD,
+     "tokens with roles: 'NAME ROLE SHA256 [QUEUE-PATTERN...]' lines (re-read on SIGHUP)"},
     {"redis", CONFIG_URL, OFF(redis), 0, 0, "", 0,
      "redis://[:PASSWORD@]HOST:PORT[/DB] or unix:///PATH[?db=N] ('' = embedded)"},
     {"redis-password-file", CONFIG_STRING, OFF(redis_password_file), 0, 0, "", 0,
@@ -48,6 +52,18 @@ const struct config_key config_keys[] = {
      "groups per queue described in /metrics (the deepest)"},
     {"http-cache-ms", CONFIG_U64, OFF(http_cache_ms), 0, 60000, "1000", CONFIG_RELOAD,
      "dashboard /api: identical reads share one backend call for this long"},
+    /* TLS: the files are read again at every SIGHUP (new connections use
+     * what they hold then), whether or not their names changed. */
+    {"tls-cert", CONFIG_STRING, OFF(tls_cert), 0, 0, "", CONFIG_RELOAD,
+     "PEM certificate (and chain) for TLS on the TCP listener ('' = no TLS)"},
+    {"tls-key", CONFIG_STRING, OFF(tls_key), 0, 0, "", CONFIG_RELOAD,
+     "PEM private key of tls-cert"},
+    {"tls-ca", CONFIG_STRING, OFF(tls_ca), 0, 0, "", CONFIG_RELOAD,
+     "PEM CA certificates that client certificates must chain to"},
+    {"tls-verify-client", CONFIG_BOOL, OFF(tls_verify_client), 0, 1, "false", CONFIG_RELOAD,
+     "mutual TLS: refuse a TLS client without a certificate from tls-ca"},
+    {"tls-only", CONFIG_BOOL, OFF(tls_only), 0, 1, "false", CONFIG_RELOAD,
+     "refuse plain (non-TLS) connections on the TCP listener"},
     {"max-clients", CONFIG_SIZE, OFF(max_clients), 1, 1000000, "20000", CONFIG_RELOAD,
      "connections at once"},
     {"max-line", CONFIG_SIZE, OFF(max_line), 64, 1u << 30, "1048576", CONFIG_RELOAD,
@@ -68,6 +84,9 @@ const struct config_key config_keys[] = {
      "close a connection idle this long (0 = never)"},
     {"auth-timeout-ms", CONFIG_U64, OFF(auth_timeout_ms), 100, 1ULL << 40, "10000", CONFIG_RELOAD,
      "with a token: close a connection that has not said hello in this long"},
+    {"auth-backoff-ms", CONFIG_U64, OFF(auth_backoff_ms), 0, 3600000, "1000", CONFIG_RELOAD,
+     "after 5 failed hellos from an address, refuse its hellos this long, doubling per failure "
+     "(0 = never)"},
     {"max-unauthed", CONFIG_SIZE, OFF(max_unauthed), 1, 1000000, "256", CONFIG_RELOAD,
      "with a token: connections at once that have not said hello yet"},
     {"lease-ms", CONFIG_U64, OFF(lease_ms), 1, 1ULL << 40, "30000", CONFIG_RELOAD,
@@ -539,6 +558,38 @@ static const char *credential(const char *name, char *buf, size_t cap)
     return stat(buf, &st) == 0 ? buf : NULL;
 }
 
+/* --- TLS settings ------------------------------------------------------------ */
+
+/* The TLS keys that only mean something together. The files themselves
+ * are read by the server (util/tls.h), once at start and at each SIGHUP. */
+static int finish_tls(struct config *c, char *err, size_t errlen)
+{
+    static const struct {
+        size_t need_off; /* this key... */
+        size_t have_off; /* ...is needed when this one is set */
+        bool have_bool;
+        const char *need, *have;
+    } rules[] = {
+        {OFF(tls_key), OFF(tls_cert), false, "tls-key", "tls-cert"},
+        {OFF(tls_cert), OFF(tls_key), false, "tls-cert", "tls-key"},
+        {OFF(tls_cert), OFF(tls_ca), false, "tls-cert", "tls-ca"},
+        {OFF(tls_ca), OFF(tls_verify_client), true, "tls-ca", "tls-verify-client"},
+        {OFF(tls_cert), OFF(tls_only), true, "tls-cert", "tls-only"},
+    };
+    for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {
+        const char *base = (const char *)c;
+        bool have = rules[i].have_bool ? *(const bool *)(base + rules[i].have_off)
+                                       : *(char *const *)(base + rules[i].have_off) != NULL;
+        if (have && *(char *const *)(base + rules[i].need_off) == NULL) {
+            const struct config_key *k = config_key_find(rules[i].have, strlen(rules[i].have));
+            snprintf(err, errlen, "%s: %s needs %s", config_origin(c, k), rules[i].have,
+                     rules[i].need);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
 int config_finish(struct config *c, char *err, size_t errlen)
 {
     const struct config_key *tk = config_key_find("token", 5),
@@ -591,5 +642,5 @@ int config_finish(struct config *c, char *err, size_t errlen)
                  c->redis_password_file ? config_origin(c, pf) : "credential", why);
         return rc;
     }
-    return 0;
+    return finish_tls(c, err, errlen);
 }

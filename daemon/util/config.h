@@ -23,6 +23,7 @@ struct config {
     char *redis_bin;           /* the redis-server binary for the embedded backend */
     char *token;               /* clients must hello with it; NULL = no auth */
     char *token_file;          /* where token is read from (a file or a credential) */
+    char *tokens_file;         /* tokens with roles (tokens.h), or NULL */
     bool allow_insecure;       /* listen beyond loopback without a token */
     char *metrics;             /* HOST:PORT of the Prometheus endpoint, or NULL */
     size_t metrics_groups;     /* groups per queue the metrics describe */
@@ -36,6 +37,7 @@ struct config {
     size_t max_unauthed;      /* connections before hello, when a token is set */
     size_t max_claim_bytes;   /* payload bytes one claim call leases, about */
     uint64_t auth_timeout_ms; /* a connection's time to say hello, when a token is set */
+    uint64_t auth_backoff_ms; /* an address's first window of refused hellos (0 = none) */
     size_t max_inflight;      /* unanswered requests per connection before reads pause */
     size_t max_output;        /* bytes queued to one connection before it is dropped */
     size_t max_buffered;      /* bytes held for all connections together before reads pause */
@@ -45,6 +47,13 @@ struct config {
     uint64_t retention_ms; /* how long a completed row answers 'duplicate' */
     int max_attempts;      /* default for enqueue; 0 = unlimited */
     uint64_t upkeep_ms;    /* longest sleep of the reaper / promoter */
+
+    /* TLS on the TCP listener (util/tls.h, server/client_tls.c). */
+    char *tls_cert;         /* PEM certificate (and chain); NULL = no TLS */
+    char *tls_key;          /* PEM private key of tls_cert */
+    char *tls_ca;           /* PEM CAs that client certificates must chain to */
+    bool tls_verify_client; /* mutual TLS: refuse a client without a valid certificate */
+    bool tls_only;          /* refuse plain connections on the TCP listener */
 
     /* Not settings of their own: what config_finish derived. */
     char *redis_password; /* from redis-password-file, or NULL */

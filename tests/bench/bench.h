@@ -30,6 +30,8 @@ struct bench_lat {
 };
 
 struct bench;
+struct tls;
+struct tls_ctx;
 
 /* One connection: a producer, a worker or an idle holder. */
 struct bench_conn {
@@ -48,6 +50,10 @@ struct bench_conn {
     bool tick_on;
     /* beanstalk worker: reserves outstanding */
     unsigned reserves;
+    /* With --tls-ca: its TLS state (util/tls.h, client side), and whether
+     * the handshake is done (the protocol starts then). */
+    struct tls *tls;
+    bool tls_up;
 };
 
 /* Options and counters of one run. */
@@ -57,6 +63,7 @@ struct bench {
     const char *host;
     int port;
     const char *queue;
+    struct tls_ctx *tls; /* --tls-ca: every emqd connection speaks TLS */
     unsigned producers, workers, idle;
     unsigned batch, pipeline, credit, groups;
     uint64_t jobs;    /* jobs to enqueue */

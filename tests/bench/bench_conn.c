@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tls.h"
+
 static void die_oom(void)
 {
     fprintf(stderr, "emq-bench: out of memory\n");
@@ -198,10 +200,39 @@ static void write_cb(uv_write_t *req, int status)
     (void)status; /* a failed write shows as a read error/EOF */
 }
 
+/* A TLS connection's flush: its output encrypted (once the handshake is
+ * done), then every record waiting in one uv_write. */
+static void tls_flush(struct bench_conn *c)
+{
+    if (c->tls_up && c->out.len > 0) {
+        if (tls_write(c->tls, c->out.data, c->out.len) != 0) {
+            snprintf(c->b->err, sizeof(c->b->err), "TLS: %s", tls_error(c->tls));
+            bench_stop(c->b);
+            return;
+        }
+        c->out.len = 0;
+    }
+    size_t n = tls_out_pending(c->tls);
+    if (n == 0)
+        return;
+    struct wreq *w = malloc(sizeof(*w));
+    if (!w || !(w->data = malloc(n)))
+        die_oom();
+    uv_buf_t buf = uv_buf_init(w->data, (unsigned)tls_take_out(c->tls, w->data, n));
+    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &buf, 1, write_cb) != 0) {
+        free(w->data);
+        free(w);
+    }
+}
+
 /* Write everything buffered on c in one uv_write (the buffer moves to the
  * request; c starts a new one). */
 void bench_conn_flush(struct bench_conn *c)
 {
+    if (c->open && c->tls != NULL) {
+        tls_flush(c);
+        return;
+    }
     if (!c->open || c->out.len == 0)
         return;
     struct wreq *w = malloc(sizeof(*w));
@@ -217,10 +248,53 @@ void bench_conn_flush(struct bench_conn *c)
     }
 }
 
+/* One read's ciphertext, fed to OpenSSL before the next read. */
+static char tls_scratch[65536];
+
+static void connected(struct bench_conn *c)
+{
+    if (c->b->proto == BENCH_EMQ)
+        bench_emq_connected(c);
+    else
+        bench_bs_connected(c);
+}
+
+/* Ciphertext read (n bytes at p): decrypt all of it into c->in; the
+ * protocol starts once the handshake is done. False if TLS failed. */
+static bool tls_in(struct bench_conn *c, const char *p, size_t n)
+{
+    long r;
+    if (tls_feed(c->tls, p, n) != 0)
+        die_oom();
+    for (;;) {
+        buf_reserve(&c->in, 65536);
+        if ((r = tls_read(c->tls, c->in.data + c->in.len, c->in.cap - c->in.len)) <= 0)
+            break;
+        c->in.len += (size_t)r;
+    }
+    if (r == -TLS_EFAIL || r == -TLS_ECLOSED) {
+        if (!c->b->stopping) {
+            snprintf(c->b->err, sizeof(c->b->err), "TLS: %s",
+                     r == -TLS_ECLOSED ? "closed" : tls_error(c->tls));
+            bench_stop(c->b);
+        }
+        return false;
+    }
+    if (!c->tls_up && tls_established(c->tls)) {
+        c->tls_up = true;
+        connected(c);
+    }
+    return true;
+}
+
 static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     struct bench_conn *c = h->data;
     (void)hint;
+    if (c->tls != NULL) {
+        *buf = uv_buf_init(tls_scratch, sizeof(tls_scratch));
+        return;
+    }
     buf_reserve(&c->in, 65536);
     *buf = uv_buf_init(c->in.data + c->in.len, (unsigned)(c->in.cap - c->in.len));
 }
@@ -236,7 +310,12 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
         }
         return;
     }
-    c->in.len += (size_t)n;
+    if (c->tls != NULL) {
+        if (!tls_in(c, buf->base, (size_t)n))
+            return;
+    } else {
+        c->in.len += (size_t)n;
+    }
     size_t used = c->b->proto == BENCH_EMQ ? bench_emq_input(c, c->in.data, c->in.len)
                                            : bench_bs_input(c, c->in.data, c->in.len);
     if (used > 0) {
@@ -258,10 +337,14 @@ static void connect_cb(uv_connect_t *req, int status)
     c->open = true;
     b->connected++;
     uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
-    if (b->proto == BENCH_EMQ)
-        bench_emq_connected(c);
-    else
-        bench_bs_connected(c);
+    if (b->tls != NULL) {
+        /* The protocol starts when the handshake is done (tls_in). */
+        if ((c->tls = tls_new(b->tls)) == NULL)
+            die_oom();
+        tls_in(c, NULL, 0); /* makes the ClientHello */
+    } else {
+        connected(c);
+    }
     bench_conn_flush(c);
 }
 

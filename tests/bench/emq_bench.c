@@ -15,6 +15,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "tls.h"
+
 /* Idle connections are opened this many at a time, so the listen backlog
  * never overflows (an overflow costs a 1 s SYN retry). */
 #define IDLE_CHUNK 256
@@ -24,6 +26,7 @@ static void usage(FILE *f)
     fputs("usage: emq-bench [options]\n"
           "  --port N          server port (required); --host IP (default 127.0.0.1)\n"
           "  --beanstalk       speak beanstalkd's protocol instead of emqd's\n"
+          "  --tls-ca FILE     speak TLS to emqd, verifying it against FILE's CAs\n"
           "  --queue Q         queue name (default bench)\n"
           "  --producers N     producer connections (default 4; 0 with --workers:\n"
           "                    drain --jobs N jobs already queued, e.g. by an\n"
@@ -310,13 +313,17 @@ static void report_text(const struct bench *b, const struct bench_result *r)
 }
 
 static const struct option long_opts[] = {
-    {"host", 1, 0, 'h'},     {"port", 1, 0, 'p'},      {"beanstalk", 0, 0, 'k'},
-    {"queue", 1, 0, 'q'},    {"producers", 1, 0, 'N'}, {"batch", 1, 0, 'B'},
-    {"pipeline", 1, 0, 'P'}, {"workers", 1, 0, 'M'},   {"credit", 1, 0, 'C'},
-    {"groups", 1, 0, 'G'},   {"jobs", 1, 0, 'n'},      {"payload", 1, 0, 's'},
-    {"rate", 1, 0, 'r'},     {"prefill", 0, 0, 'f'},   {"fairness", 1, 0, 'F'},
-    {"idle", 1, 0, 'i'},     {"emqd-pid", 1, 0, 'm'},  {"duration", 1, 0, 'd'},
-    {"json", 0, 0, 'j'},     {"help", 0, 0, '?'},      {0, 0, 0, 0},
+    {"host", 1, 0, 'h'},      {"port", 1, 0, 'p'},
+    {"beanstalk", 0, 0, 'k'}, {"queue", 1, 0, 'q'},
+    {"producers", 1, 0, 'N'}, {"batch", 1, 0, 'B'},
+    {"pipeline", 1, 0, 'P'},  {"workers", 1, 0, 'M'},
+    {"credit", 1, 0, 'C'},    {"groups", 1, 0, 'G'},
+    {"jobs", 1, 0, 'n'},      {"payload", 1, 0, 's'},
+    {"rate", 1, 0, 'r'},      {"prefill", 0, 0, 'f'},
+    {"fairness", 1, 0, 'F'},  {"idle", 1, 0, 'i'},
+    {"emqd-pid", 1, 0, 'm'},  {"duration", 1, 0, 'd'},
+    {"json", 0, 0, 'j'},      {"help", 0, 0, '?'},
+    {"tls-ca", 1, 0, 'T'},    {0, 0, 0, 0},
 };
 
 static int num(const char *s, unsigned long long max, unsigned long long *out)
@@ -356,6 +363,13 @@ static int parse_opt(struct bench *b, int o, const char *arg)
     case 'k':
         b->proto = BENCH_BEANSTALK;
         return 0;
+    case 'T': {
+        char why[300];
+        if (tls_ctx_new_client(arg, &b->tls, why, sizeof(why)) == 0)
+            return 0;
+        fprintf(stderr, "emq-bench: %s\n", why);
+        return -1;
+    }
     case 'f':
         b->prefill = true;
         return 0;
@@ -448,6 +462,7 @@ static void teardown(struct bench *b)
         free(c->out.data);
         free(c->fifo_t);
         free(c->fifo_n);
+        c->tls = tls_free(c->tls);
     }
     free(b->conns);
     free(b->pad);
@@ -485,7 +500,8 @@ int main(int argc, char **argv)
         }
     }
     if (optind != argc || b.port == 0 || (b.light && b.proto != BENCH_EMQ) ||
-        (b.idle && b.proto != BENCH_EMQ) || (b.jobs && !b.producers && !b.workers)) {
+        (b.tls != NULL && b.proto != BENCH_EMQ) || (b.idle && b.proto != BENCH_EMQ) ||
+        (b.jobs && !b.producers && !b.workers)) {
         usage(stderr);
         return 2;
     }
@@ -523,5 +539,6 @@ int main(int argc, char **argv)
         report_text(&b, &r);
     int rc = b.err[0] || b.timed_out ? 1 : 0;
     teardown(&b);
+    b.tls = tls_ctx_free(b.tls);
     return rc;
 }

@@ -20,15 +20,16 @@
 #include <jansson.h>
 
 #include "../integration/fixture.h"
+#include "tokens.h"
 
 TestSuite(emqctl, .init = fx_setup, .fini = fx_teardown, .timeout = 60);
 TestSuite(emqctl_usage, .timeout = 30);
 
 /* Every command, for the help and man page checks. */
 static const char *const commands[] = {
-    "ping",     "stats",  "groups",  "depth",  "limit",   "pause",  "resume",
-    "reassign", "drain",  "reap",    "job",    "peek",    "remove", "dead",
-    "check",    "queues", "clients", "forget", "enqueue", "top",    "help",
+    "ping",    "stats",  "groups",  "depth", "limit",  "pause", "resume", "reassign",
+    "drain",   "reap",   "job",     "peek",  "remove", "dead",  "check",  "queues",
+    "clients", "forget", "enqueue", "top",   "token",  "help",
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -231,6 +232,10 @@ Test(emqctl_usage, bad_lines_exit_2_with_usage_on_stderr_and_no_network)
         {"enqueue", "q", "--delay-ms", "-1", "1"},
         {"dead", "q", "explode", NULL},
         {"top", "q", "--interval", "0", NULL},
+        {"token", "new", "n", "boss", NULL},
+        {"token", "new", "n", NULL},
+        {"token", "make", "n", "worker", NULL},
+        {"token", "new", "n", "worker", "q{1}", NULL},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct run r = run_ctl(NULL, NULL, 1, bad[i]);
@@ -1094,6 +1099,64 @@ Test(emqctl, token_and_environment_and_unix_socket)
     cr_assert_str_eq(r.out, "pong\n");
     run_free(&r);
     unlink(sock);
+}
+
+/* token new prints a fresh token and the tokens-file line for it (no
+ * server needed); emqd given that line admits the token with its role
+ * and patterns, and emqctl says clearly when the token may not do what
+ * it was asked. */
+Test(emqctl, token_new_prints_a_token_that_emqd_accepts)
+{
+    struct run r = run_ctl(NULL, NULL, 1,
+                           (const char *const[]){"token", "new", "ctl-w", "worker", "tq*", NULL});
+    assert_exit(r, 0);
+    cr_assert_eq(count_lines(r.out), 2, "two lines: %s", r.out);
+    char token[128], line[256], hash[65], want[256];
+    cr_assert_eq(sscanf(r.out, "%127s", token), 1);
+    line_with(r.out, "ctl-w worker ", line, sizeof(line));
+    tokens_hash_hex(token, strlen(token), hash);
+    snprintf(want, sizeof(want), "ctl-w worker %s tq*", hash);
+    cr_assert_str_eq(line, want, "the line holds the token's SHA-256, not the token");
+    cr_assert_geq(strlen(token), 64, "256 random bits: %s", token);
+    run_free(&r);
+    r = run_ctl(NULL, NULL, 1, (const char *const[]){"token", "new", "ctl-w", "worker", NULL});
+    assert_exit(r, 0);
+    cr_assert(strstr(r.out, token) == NULL, "each token is new");
+    run_free(&r);
+    r = run_ctl(NULL, NULL, 1,
+                (const char *const[]){"--json", "token", "new", "ctl-a", "admin", NULL});
+    assert_exit(r, 0);
+    json_t *o = json_line(r.out, 0);
+    tokens_hash_hex(jstr(o, "token"), strlen(jstr(o, "token")), hash);
+    cr_assert(strstr(jstr(o, "line"), hash) != NULL);
+    cr_assert_str_eq(jstr(o, "role"), "admin");
+    json_decref(o);
+    run_free(&r);
+
+    fx_teardown();
+    char path[32], file[300], tok[160];
+    snprintf(file, sizeof(file), "%s\n", line);
+    emqd_write_temp(path, file);
+    const char *const extra[] = {"--tokens-file", path, NULL};
+    cr_assert_eq(redis_server_start(&fx_redis, NULL), 0);
+    cr_assert_eq(emqd_start(&fx_emqd, fx_redis.port, extra), 0);
+    snprintf(tok, sizeof(tok), "EMQ_TOKEN=%s", token);
+    r = run_ctl(NULL, tok, fx_emqd.port, (const char *const[]){"stats", "tq1", NULL});
+    assert_exit(r, 0);
+    assert_has(r.out, "pending  0\n");
+    run_free(&r);
+    r = run_ctl(NULL, tok, fx_emqd.port, (const char *const[]){"drain", "tq1", "--yes", NULL});
+    assert_exit(r, 1);
+    assert_has(r.err, "emqctl: EPERM: ");
+    assert_has(r.err, "\"drain\"");
+    assert_has(r.err, "may not do this: its role or queue patterns");
+    run_free(&r);
+    r = run_ctl(NULL, tok, fx_emqd.port, (const char *const[]){"stats", "other", NULL});
+    assert_exit(r, 1);
+    assert_has(r.err, "emqctl: EPERM: ");
+    assert_has(r.err, "\"other\"");
+    run_free(&r);
+    unlink(path);
 }
 
 Test(emqctl, enqueue_from_stdin_keeps_requests_under_the_line_limit)

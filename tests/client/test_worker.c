@@ -313,7 +313,7 @@ TestSuite(worker_cli, .timeout = 30);
  * stdout and stderr. */
 struct cli_run {
     int status;
-    char out[4096], err[4096];
+    char out[16384], err[4096]; /* the man page rendered fits in out */
 };
 
 /* The file dir/name into buf (cut to size), then removed. */

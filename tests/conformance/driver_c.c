@@ -163,6 +163,9 @@ static json_t *do_connect(const json_t *cmd)
         token = getenv("EMQ_TOKEN");
     o.token = token;
     o.name = str_arg(cmd, "name") != NULL ? str_arg(cmd, "name") : "conformance-c";
+    /* run.py --tls: speak TLS, verifying emqd with that CA. */
+    o.tls_ca = getenv("EMQ_TLS_CA");
+    o.tls = o.tls_ca != NULL && *o.tls_ca != '\0';
     if (conn != NULL)
         close_conn();
     int rc = emq_connect(&conn, &o);

@@ -4,11 +4,14 @@
 // JSON result per line on stdout, in order, with worker and stream events
 // between them (tests/conformance/README.md, "The driver protocol").
 // Thin: each command is one call of the client's public API.
+import fs from 'node:fs';
 import readline from 'node:readline';
 import { Client, Worker, EmqError, errorText } from '../../client/node/src/index.js';
 
 const env = process.env;
 const where = { host: env.EMQ_HOST || '127.0.0.1', port: Number(env.EMQ_PORT || 7711) };
+// EMQ_TLS_CA (run.py --tls): speak TLS, verifying emqd with that CA.
+if (env.EMQ_TLS_CA) where.tls = { ca: fs.readFileSync(env.EMQ_TLS_CA) };
 let token = env.EMQ_TOKEN || undefined;
 
 let client = null;
@@ -86,6 +89,10 @@ const OPS = {
   ],
 };
 
+// Resolved by worker_stop once it has called the worker's stop().
+let stopAsked = null;
+let stopNow = null;
+
 function behaviour(cmd) {
   const behave = cmd.behave || {};
   const fallback = cmd.default_behave || 'complete';
@@ -94,6 +101,12 @@ function behaviour(cmd) {
     const how = behave[job.job] ?? fallback;
     if (how === 'complete') return;
     if (how === 'raise') throw new Error(`raised by ${job.job}`); // the text check 16 looks for
+    if (how === 'until_stop') {
+      // Finishes once worker_stop has called stop() (whose first, synchronous
+      // step marks the worker stopping): the slot frees while it stops.
+      await stopAsked;
+      return;
+    }
     if (how === 'hang') {
       await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
       return;
@@ -163,6 +176,9 @@ const COMMANDS = {
     w.on('failed', (job, err) => out({ event: 'failed', job: job.job, error: errorText(err) }));
     w.on('error', (err) => log('worker:', err.message));
     worker = w;
+    stopAsked = new Promise((resolve) => {
+      stopNow = resolve;
+    });
     try {
       await w.start();
     } catch (err) {
@@ -175,7 +191,9 @@ const COMMANDS = {
     if (!worker) throw new DriverError('EUSAGE', 'no worker is running');
     const w = worker;
     worker = null;
-    await w.stop(opts(cmd, { grace_ms: 'graceMs' }));
+    const stopped = w.stop(opts(cmd, { grace_ms: 'graceMs' }));
+    stopNow();
+    await stopped;
     return {};
   },
 };

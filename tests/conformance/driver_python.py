@@ -16,6 +16,7 @@ client/python of this tree.
 import dataclasses
 import json
 import os
+import ssl
 import sys
 import threading
 import time
@@ -58,6 +59,9 @@ class Driver:
     def __init__(self):
         self.host = os.environ.get("EMQ_HOST", "127.0.0.1")
         self.port = int(os.environ.get("EMQ_PORT", "7711"))
+        # EMQ_TLS_CA (run.py --tls): speak TLS, verifying emqd with that CA.
+        ca = os.environ.get("EMQ_TLS_CA")
+        self.tls = ssl.create_default_context(cafile=ca) if ca else None
         self.client = None
         self.jobs = {}  # job id -> the client's LeasedJob
         self.jobs_lock = threading.Lock()
@@ -103,7 +107,7 @@ class Driver:
     def do_connect(self, c):
         token = c.get("token", os.environ.get("EMQ_TOKEN") or None)
         self.do_close(c)
-        self.client = echomq.Client(self.host, self.port, token=token, name=c.get("name"))
+        self.client = echomq.Client(self.host, self.port, token=token, name=c.get("name"), ssl=self.tls)
         return {}
 
     def do_close(self, c):
@@ -203,6 +207,11 @@ class Driver:
                 raise RuntimeError(f"raised by {job.job}")
             if how.startswith("sleep:"):
                 time.sleep(int(how[6:]) / 1000.0)
+            elif how == "until_stop":
+                # Finishes once worker_stop has asked the worker to stop, so
+                # its slot frees while the worker is stopping, however slow
+                # the machine (check 12 needs no race against a timer).
+                w.wait_for_stop()
             elif how == "hang":
                 self.quitting.wait()  # past any grace: the worker releases the job
             elif how != "complete":
@@ -210,7 +219,7 @@ class Driver:
 
         w = echomq.Worker(
             c["queue"], handler, concurrency=c.get("concurrency", 1), flat=bool(c.get("flat", False)),
-            lease_ms=c.get("lease_ms", 30000), host=self.host, port=self.port,
+            lease_ms=c.get("lease_ms", 30000), host=self.host, port=self.port, ssl=self.tls,
             token=os.environ.get("EMQ_TOKEN") or None, name="driver_python worker",
             on_complete=lambda j: emit({"event": "completed", "job": j.job}),
             on_fail=lambda j, error, state: emit({"event": "failed", "job": j.job, "error": error}))

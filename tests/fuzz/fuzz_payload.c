@@ -11,14 +11,7 @@
 
 #include "parse_diff.h"
 #include "scan.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            __builtin_trap();                                                                      \
-    } while (0)
+#include "fuzz.h"
 
 static const char *const heads[] = {
     "",

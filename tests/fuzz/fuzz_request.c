@@ -14,14 +14,7 @@
 #include "request.h"
 #include "cmd.h"
 #include "server.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            __builtin_trap();                                                                      \
-    } while (0)
+#include "fuzz.h"
 
 /* The error reply for code/message is exactly one line of valid JSON. */
 static void check_error_reply(const json_t *ref, int code, const char *message)

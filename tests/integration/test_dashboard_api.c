@@ -19,6 +19,7 @@
 
 #include "fixture.h"
 #include "lua_scripts.h"
+#include "tokens.h"
 
 TestSuite(dashboard_api, .fini = fx_teardown, .timeout = 120);
 
@@ -307,6 +308,46 @@ Test(dashboard_api, without_a_token_only_a_loopback_host_is_served)
         json_decref(
             ok_body(api(loopback[i], "depth", "{\"queue\":\"hq\",\"group\":\"TENa\"}", 200)));
     tc_close(c);
+}
+
+/* A token of the tokens file has its role over /api as over hello: a
+ * producer's reads run, a lever is EPERM and does nothing; a worker's
+ * token pulls no lever either; the admin's does. */
+Test(dashboard_api, a_tokens_file_token_keeps_its_role)
+{
+    char path[] = "/tmp/emq-dash-tokens-XXXXXX", text[1024], hp[65], hw[65], ha[65];
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    tokens_hash_hex("prod-secret", 11, hp);
+    tokens_hash_hex("work-secret", 11, hw);
+    tokens_hash_hex("admin-secret", 12, ha);
+    snprintf(text, sizeof(text), "mailer producer %s\ncrunch worker %s\nops admin %s\n", hp, hw,
+             ha);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+    const char *const extra[] = {"--tokens-file", path, NULL};
+    cr_assert_eq(redis_server_start(&fx_redis, NULL), 0);
+    cr_assert_eq(emqd_start(&fx_emqd, fx_redis.port, extra), 0);
+    struct tc_conn *c = fx_conn();
+    json_decref(OK(c, "{\"op\":\"hello\",\"protocol\":1,\"token\":\"admin-secret\"}"));
+    json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"tq\",\"payload\":1,\"group\":\"TENa\"}"));
+    const char *pause = "{\"queue\":\"tq\",\"group\":\"TENa\"}";
+    json_t *r =
+        ok_body(api("Authorization: Bearer prod-secret\r\n", "stats", "{\"queue\":\"tq\"}", 200));
+    cr_assert_eq(jint(r, "pending"), 1);
+    json_decref(r);
+    assert_error_body(api("Authorization: Bearer prod-secret\r\n", "pause", pause, 200), "EPERM");
+    assert_error_body(api("Authorization: Bearer work-secret\r\n", "pause", pause, 200), "EPERM");
+    assert_error_body(api("Authorization: Bearer nope\r\n", "stats", "{\"queue\":\"tq\"}", 401),
+                      "EAUTH");
+    cr_assert(!paused(c, "tq", "TENa"));
+    json_decref(ok_body(api("Authorization: Bearer admin-secret\r\n", "pause", pause, 200)));
+    cr_assert(paused(c, "tq", "TENa"));
+    tc_close(c);
+    unlink(path);
 }
 
 Test(dashboard_api, ops_the_api_does_not_offer_are_refused)

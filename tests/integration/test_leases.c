@@ -3,12 +3,14 @@
  * counts a stream's credit by them) must follow the lease tokens exactly,
  * whatever order leases, settles and refusals come in. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
 #include <jansson.h>
 
 #include "fixture.h"
+#include "monitor.h"
 
 TestSuite(leases, .init = fx_setup, .fini = fx_teardown, .timeout = 120);
 
@@ -191,4 +193,123 @@ Test(leases, a_backend_refusal_keeps_the_lease_held)
     free(a);
     free(b);
     tc_close(p);
+}
+
+/* --- settling many at once: bounded calls ------------------------------ */
+
+/* The most pairs one settling call carries (daemon/store/jobs.h,
+ * STORE_PAIRS_PER_CALL): a script runs alone in Redis, so a bigger set
+ * goes in several calls. */
+#define PAIRS_PER_CALL 128
+#define MANY           600
+
+/* Enqueue MANY flat jobs into queue and lease them all on c; the leases
+ * (job, lease) go into jobs, an array of [job, lease]. */
+static json_t *lease_many(struct tc_conn *c, const char *queue)
+{
+    size_t cap = 64 + MANY * 32, used = 0;
+    char *line = malloc(cap);
+    used +=
+        (size_t)snprintf(line, cap, "{\"op\":\"enqueue_many\",\"queue\":\"%s\",\"jobs\":[", queue);
+    for (int i = 0; i < MANY; i++)
+        used += (size_t)snprintf(line + used, cap - used, "%s{\"job\":\"JOBm%04d\",\"payload\":1}",
+                                 i ? "," : "", i);
+    snprintf(line + used, cap - used, "]}");
+    cr_assert_eq(tc_send_line(c, line), 0);
+    free(line);
+    json_t *r = tc_read(c, wait_deadline_ms(0));
+    assert_ok(r);
+    json_decref(r);
+
+    json_t *jobs = json_array();
+    while (json_array_size(jobs) < MANY) {
+        json_t *cl =
+            OK(c, "{\"op\":\"claim\",\"queue\":\"%s\",\"flat\":true,\"count\":1000}", queue);
+        json_t *got = json_object_get(cl, "jobs");
+        cr_assert_gt(json_array_size(got), 0, "the backlog ran out early");
+        size_t i;
+        json_t *j;
+        json_array_foreach(got, i, j)
+            json_array_append_new(jobs, json_pack("[s,s]", jstr(j, "job"), jstr(j, "lease")));
+        json_decref(cl);
+    }
+    cr_assert_eq(json_array_size(jobs), MANY);
+    return jobs;
+}
+
+/* Count the calls among m's lines that carry job ids and contain mark
+ * (NULL: any); each call's count of ids must stay within PAIRS_PER_CALL,
+ * and the counts add up to the returned total. */
+static size_t ids_in_bounded_calls(const struct monitor *m, const char *mark, size_t *calls)
+{
+    size_t total = 0;
+    *calls = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        const char *s = m->lines[i];
+        if (strstr(s, "\"EVALSHA\"") == NULL || (mark != NULL && strstr(s, mark) == NULL))
+            continue;
+        size_t ids = 0;
+        for (const char *k = strstr(s, "\"JOBm"); k != NULL; k = strstr(k + 5, "\"JOBm"))
+            ids++;
+        if (ids == 0)
+            continue;
+        cr_assert_leq(ids, PAIRS_PER_CALL, "one call carried %zu jobs: %.200s", ids, s);
+        total += ids;
+        (*calls)++;
+    }
+    return total;
+}
+
+/* A connection that closes holding 600 leases has them all given back,
+ * in calls of at most 128 pairs (not one script run of 600). */
+Test(leases, a_big_release_on_close_goes_in_bounded_calls)
+{
+    struct tc_conn *w = fx_conn(), *c = fx_conn();
+    json_decref(lease_many(w, "bigrel"));
+    cr_assert_eq(fx_stat(c, "bigrel", "active"), MANY);
+    struct monitor m;
+    cr_assert_eq(monitor_start(&m, &fx_redis), 0);
+    tc_close(w);
+    await(fx_stat(c, "bigrel", "active") == 0 && fx_stat(c, "bigrel", "pending") == MANY,
+          "the %d leases given back", MANY);
+    monitor_stop(&m);
+    size_t calls;
+    cr_assert_eq(ids_in_bounded_calls(&m, "connection closed", &calls), MANY);
+    cr_assert_geq(calls, (MANY + PAIRS_PER_CALL - 1) / PAIRS_PER_CALL);
+    monitor_free(&m);
+    tc_close(c);
+}
+
+/* 600 completes pipelined in one write all take effect, in calls of at
+ * most 128 pairs however many one loop turn reads. */
+Test(leases, pipelined_completes_go_in_bounded_calls)
+{
+    struct tc_conn *w = fx_conn();
+    json_t *jobs = lease_many(w, "bigdone");
+    size_t cap = MANY * 128, used = 0;
+    char *lines = malloc(cap);
+    size_t i;
+    json_t *p;
+    json_array_foreach(jobs, i, p) used += (size_t)snprintf(
+        lines + used, cap - used,
+        "{\"op\":\"complete\",\"queue\":\"bigdone\",\"job\":\"%s\","
+        "\"lease\":\"%s\"}\n",
+        json_string_value(json_array_get(p, 0)), json_string_value(json_array_get(p, 1)));
+    struct monitor m;
+    cr_assert_eq(monitor_start(&m, &fx_redis), 0);
+    cr_assert_eq(tc_send(w, lines, used), 0);
+    free(lines);
+    for (i = 0; i < MANY; i++) {
+        json_t *r = tc_read(w, wait_deadline_ms(0));
+        assert_ok(r);
+        cr_assert_str_eq(jstr(r, "state"), "completed");
+        json_decref(r);
+    }
+    monitor_stop(&m);
+    size_t calls;
+    cr_assert_eq(ids_in_bounded_calls(&m, NULL, &calls), MANY);
+    monitor_free(&m);
+    cr_assert_eq(fx_stat(w, "bigdone", "active"), 0);
+    json_decref(jobs);
+    tc_close(w);
 }

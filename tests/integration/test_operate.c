@@ -23,31 +23,6 @@
 
 TestSuite(operate, .fini = fx_teardown, .timeout = 60);
 
-/* Write text to a new temporary file; its path goes into path (32 bytes). */
-static void write_temp(char *path, const char *text)
-{
-    strcpy(path, "/tmp/emq-operate-XXXXXX");
-    int fd = mkstemp(path);
-    cr_assert_geq(fd, 0);
-    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
-}
-
-/* Run $EMQD with args (a shell fragment) and return its exit code; its
- * stderr goes into out. For refusals: emqd must exit on its own. */
-static int run_emqd(const char *args, char *out, size_t cap)
-{
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "timeout %d %s %s 2>&1", wait_deadline_ms(0) / 1000, getenv("EMQD"),
-             args);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static void enqueue_many(struct tc_conn *c, int n, const char *want)
 {
     char line[4096];
@@ -67,7 +42,7 @@ static void enqueue_many(struct tc_conn *c, int n, const char *want)
 Test(operate, config_file_sets_and_flags_win)
 {
     char path[32];
-    write_temp(path, "# test\nmax-batch = 2\nlease-ms = 1234\n");
+    emqd_write_temp(path, "# test\nmax-batch = 2\nlease-ms = 1234\n");
     const char *const extra[] = {"--config", path, "--lease-ms", "4321", NULL};
     fx_start(extra);
     struct tc_conn *c = fx_conn();
@@ -91,23 +66,23 @@ Test(operate, config_file_sets_and_flags_win)
 Test(operate, bad_settings_stop_startup_naming_file_line_and_key)
 {
     char path[32], out[4096], args[256];
-    write_temp(path, "max-batch = 5\n\nmax-bach = 5\n");
+    emqd_write_temp(path, "max-batch = 5\n\nmax-bach = 5\n");
     snprintf(args, sizeof(args), "--config %s", path);
-    cr_assert_eq(run_emqd(args, out, sizeof(out)), 2);
+    cr_assert_eq(emqd_run(args, out, sizeof(out)), 2);
     char want[128];
     snprintf(want, sizeof(want), "%s:3: unknown key 'max-bach'", path);
     cr_assert(strstr(out, want) != NULL, "got: %s", out);
     unlink(path);
 
-    write_temp(path, "pool = 0\n");
+    emqd_write_temp(path, "pool = 0\n");
     snprintf(args, sizeof(args), "--config %s", path);
-    cr_assert_eq(run_emqd(args, out, sizeof(out)), 2);
+    cr_assert_eq(emqd_run(args, out, sizeof(out)), 2);
     cr_assert(strstr(out, ":1: bad value for 'pool': '0'") != NULL, "got: %s", out);
     unlink(path);
 
-    cr_assert_eq(run_emqd("--max-output 12", out, sizeof(out)), 2);
+    cr_assert_eq(emqd_run("--max-output 12", out, sizeof(out)), 2);
     cr_assert(strstr(out, "bad value for --max-output") != NULL, "got: %s", out);
-    cr_assert_eq(run_emqd("--config /nonexistent/emqd.conf", out, sizeof(out)), 2);
+    cr_assert_eq(emqd_run("--config /nonexistent/emqd.conf", out, sizeof(out)), 2);
     cr_assert(strstr(out, "/nonexistent/emqd.conf") != NULL, "got: %s", out);
 }
 
@@ -116,7 +91,7 @@ Test(operate, bad_settings_stop_startup_naming_file_line_and_key)
 Test(operate, no_token_refuses_a_non_loopback_listen)
 {
     char out[4096];
-    cr_assert_eq(run_emqd("--listen 0.0.0.0:1 --redis redis://127.0.0.1:1", out, sizeof(out)), 2);
+    cr_assert_eq(emqd_run("--listen 0.0.0.0:1 --redis redis://127.0.0.1:1", out, sizeof(out)), 2);
     cr_assert(strstr(out, "refusing to listen on a non-loopback address without a token") != NULL,
               "got: %s", out);
     cr_assert(strstr(out, "listen=0.0.0.0:1 origin=--listen") != NULL, "got: %s", out);
@@ -131,7 +106,7 @@ static bool logged(const char *needle)
 Test(operate, sighup_applies_live_keys_and_names_the_rest)
 {
     char path[32];
-    write_temp(path, "max-batch = 2\n");
+    emqd_write_temp(path, "max-batch = 2\n");
     const char *const extra[] = {"--config", path, NULL};
     cr_assert_eq(emqd_log_to_file(&fx_emqd), 0);
     fx_start(extra);
@@ -576,9 +551,9 @@ Test(operate, bad_addresses_stop_startup_at_their_line)
     char path[32], text[256], args[128], out[4096], want[64];
     for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
         snprintf(text, sizeof(text), "# a comment\n%s\n", cases[i].line);
-        write_temp(path, text);
+        emqd_write_temp(path, text);
         snprintf(args, sizeof(args), "--config %s", path);
-        cr_assert_eq(run_emqd(args, out, sizeof(out)), 2, "%s: %s", cases[i].line, out);
+        cr_assert_eq(emqd_run(args, out, sizeof(out)), 2, "%s: %s", cases[i].line, out);
         snprintf(want, sizeof(want), "%s:2: ", path);
         cr_assert(strstr(out, want) != NULL, "%s: no FILE:LINE in %s", cases[i].line, out);
         cr_assert(strstr(out, cases[i].says) != NULL, "%s: %s", cases[i].line, out);
@@ -592,9 +567,9 @@ Test(operate, bad_addresses_stop_startup_at_their_line)
 Test(operate, an_unresolvable_redis_host_is_named)
 {
     char path[32], args[128], out[4096], want[128];
-    write_temp(path, "redis = redis://no-such-host.invalid:6379\n");
+    emqd_write_temp(path, "redis = redis://no-such-host.invalid:6379\n");
     snprintf(args, sizeof(args), "--config %s --listen 127.0.0.1:%d", path, test_free_port());
-    cr_assert_eq(run_emqd(args, out, sizeof(out)), 2, "%s", out);
+    cr_assert_eq(emqd_run(args, out, sizeof(out)), 2, "%s", out);
     snprintf(want, sizeof(want), "%s:1: cannot resolve the redis host 'no-such-host.invalid'",
              path);
     cr_assert(strstr(out, want) != NULL, "%s", out);
@@ -622,7 +597,7 @@ Test(operate, localhost_is_taken_for_redis_and_listen)
 Test(operate, token_file_is_read_and_reloaded)
 {
     char tok[32];
-    write_temp(tok, "first-token\n");
+    emqd_write_temp(tok, "first-token\n");
     const char *const extra[] = {"--token-file", tok, NULL};
     start_logged(extra);
     tc_close(hello_conn("first-token"));
@@ -672,7 +647,7 @@ Test(operate, redis_password_file_authenticates)
     cr_assert_not_null(rc);
     freeReplyObject(redisCommand(rc, "CONFIG SET requirepass %s", "hunter2-pw"));
     redisFree(rc);
-    write_temp(pw, "hunter2-pw\n");
+    emqd_write_temp(pw, "hunter2-pw\n");
     const char *const extra[] = {"--redis-password-file", pw, NULL};
     cr_assert_eq(emqd_start(&fx_emqd, fx_redis.port, extra), 0, "emqd authenticated to Redis");
     struct tc_conn *c = fx_conn();
@@ -768,7 +743,7 @@ Test(operate, a_metrics_port_in_use_stops_startup_before_ready)
              "--redis redis://127.0.0.1:%d --listen 127.0.0.1:%d --metrics "
              "127.0.0.1:%d",
              fx_redis.port, test_free_port(), port);
-    cr_assert_eq(run_emqd(args, out, sizeof(out)), 1, "%s", out);
+    cr_assert_eq(emqd_run(args, out, sizeof(out)), 1, "%s", out);
     cr_assert(strstr(out, "msg=\"cannot serve metrics\"") != NULL, "%s", out);
     cr_assert(strstr(out, "msg=ready") == NULL, "said ready, then exited: %s", out);
     close(fd);

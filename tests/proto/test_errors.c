@@ -35,9 +35,9 @@ Test(errors, lookup_round_trips)
 Test(errors, the_expected_set)
 {
     static const char *const names[] = {
-        "EPROTO",       "EUNKNOWN",  "EARG",   "EKIND",  "EBRAND",    "EQUEUE",
-        "ETOOBIG",      "EEMPTY",    "ENOJOB", "ESTATE", "ELEASE",    "EAUTH",
-        "EUNAVAILABLE", "EINTERNAL", "ELIMIT", "EFULL",  "ENOTFOUND",
+        "EPROTO",       "EUNKNOWN",  "EARG",   "EKIND",  "EBRAND", "EQUEUE",
+        "ETOOBIG",      "EEMPTY",    "ENOJOB", "ESTATE", "ELEASE", "EAUTH",
+        "EUNAVAILABLE", "EINTERNAL", "ELIMIT", "EFULL",  "EPERM",  "ENOTFOUND",
     };
     cr_assert_eq(WIRE__END - WIRE_EPROTO, (int)(sizeof(names) / sizeof(names[0])));
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)

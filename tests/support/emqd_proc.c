@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <criterion/criterion.h>
+
 #include "redis_server.h"
 #include "wait.h"
 
@@ -141,16 +143,46 @@ int emqd_log_to_file(struct emqd_proc *p)
     return 0;
 }
 
-bool emqd_log_has(const struct emqd_proc *p, const char *needle)
+int emqd_log_count(const struct emqd_proc *p, const char *needle)
 {
     static char text[1 << 20];
     FILE *f = p->log[0] ? fopen(p->log, "r") : NULL;
     if (f == NULL)
-        return false;
+        return 0;
     size_t n = fread(text, 1, sizeof(text) - 1, f);
     fclose(f);
     text[n] = '\0';
-    return strstr(text, needle) != NULL;
+    int count = 0;
+    for (const char *at = strstr(text, needle); at != NULL; at = strstr(at + 1, needle))
+        count++;
+    return count;
+}
+
+bool emqd_log_has(const struct emqd_proc *p, const char *needle)
+{
+    return emqd_log_count(p, needle) > 0;
+}
+
+int emqd_run(const char *args, char *out, size_t cap)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "timeout %d %s %s 2>&1", wait_deadline_ms(0) / 1000, getenv("EMQD"),
+             args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+void emqd_write_temp(char *path, const char *text)
+{
+    strcpy(path, "/tmp/emq-test-XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
 }
 
 void emqd_log_remove(struct emqd_proc *p)

@@ -36,6 +36,17 @@ int emqd_log_to_file(struct emqd_proc *p);
 /* True if p's log file holds needle (in its first MiB). */
 bool emqd_log_has(const struct emqd_proc *p, const char *needle);
 
+/* How many times p's log file holds needle (in its first MiB). */
+int emqd_log_count(const struct emqd_proc *p, const char *needle);
+
+/* Run $EMQD with args (a shell fragment) to its exit and return its exit
+ * code (-1 if it did not exit by itself within the wait deadline); its
+ * stderr goes into out. For refusals: emqd must exit on its own. */
+int emqd_run(const char *args, char *out, size_t cap);
+
+/* Write text to a new temporary file; its path goes into path (32 bytes). */
+void emqd_write_temp(char *path, const char *text);
+
 /* Remove p's log file, if it has one; its stderr is inherited again. */
 void emqd_log_remove(struct emqd_proc *p);
 

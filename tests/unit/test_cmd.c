@@ -54,3 +54,54 @@ Test(cmd, ops_fit_the_metrics_table)
         n++;
     cr_assert_leq(n, SERVER_OPS_MAX, "%zu ops, SERVER_OPS_MAX is %d", n, SERVER_OPS_MAX);
 }
+
+/* Every op declares who may use it, in its own row (cmd.h): exactly one
+ * role flag, so a new op without one fails here instead of being open to
+ * every token; and an op that names no queue, other than the session
+ * ops, is admin's (a token held to queue patterns could not be held to
+ * them there). */
+Test(cmd, every_op_declares_exactly_one_role)
+{
+    size_t n = 0;
+    for (const struct cmd *c; (c = cmd_at(n)) != NULL; n++) {
+        unsigned roles = c->flags & CMD_ROLES;
+        cr_assert(roles == CMD_PRODUCER || roles == CMD_WORKER || roles == CMD_ADMIN,
+                  "%s declares %s role (one of CMD_PRODUCER, CMD_WORKER, CMD_ADMIN)", c->name,
+                  roles == 0 ? "no" : "more than one");
+        cr_assert_neq(cmd_role(c), 0, "%s", c->name);
+        if (!(c->flags & (CMD_QUEUE | CMD_NOAUTH)))
+            cr_assert_eq(cmd_role(c), TOKENS_ADMIN, "%s names no queue: it must be CMD_ADMIN",
+                         c->name);
+    }
+}
+
+/* cmd_role reads the flags exactly: none or two is no role. */
+Test(cmd, cmd_role_refuses_none_and_two)
+{
+    struct cmd none = {"x", NULL, NULL, CMD_QUEUE, NULL};
+    struct cmd two = {"x", NULL, NULL, CMD_WORKER | CMD_ADMIN, NULL};
+    struct cmd one = {"x", NULL, NULL, CMD_WORKER | CMD_QUEUE, NULL};
+    cr_assert_eq(cmd_role(&none), 0);
+    cr_assert_eq(cmd_role(&two), 0);
+    cr_assert_eq(cmd_role(&one), TOKENS_WORKER);
+}
+
+/* The roles of PROTOCOL.md 7, as the issue defined them: the tables say
+ * the same. */
+Test(cmd, roles_are_those_of_the_protocol)
+{
+    const char *producer[] = {"hello", "ping", "quit", "enqueue", "enqueue_many", "depth", "stats"};
+    const char *worker[] = {"claim", "stream", "complete", "fail", "release", "extend"};
+    size_t n = 0;
+    for (const struct cmd *c; (c = cmd_at(n)) != NULL; n++) {
+        enum tokens_role want = TOKENS_ADMIN;
+        for (size_t i = 0; i < sizeof(producer) / sizeof(producer[0]); i++)
+            if (strcmp(c->name, producer[i]) == 0)
+                want = TOKENS_PRODUCER;
+        for (size_t i = 0; i < sizeof(worker) / sizeof(worker[0]); i++)
+            if (strcmp(c->name, worker[i]) == 0)
+                want = TOKENS_WORKER;
+        cr_assert_eq(cmd_role(c), want, "%s is %s's, PROTOCOL.md 7 says %s's", c->name,
+                     tokens_role_name(cmd_role(c)), tokens_role_name(want));
+    }
+}

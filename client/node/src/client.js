@@ -1,6 +1,7 @@
 // Client: one connection to emqd, a Promise per request (PROTOCOL.md 2),
 // pushed jobs as events or an async iterator (2.3), pipelining for free.
 import net from 'node:net';
+import tls from 'node:tls';
 import { EventEmitter } from 'node:events';
 import { isDeepStrictEqual } from 'node:util';
 import { performance } from 'node:perf_hooks';
@@ -9,11 +10,17 @@ import { ConnectionLost, TimeoutError, UsageError, ProtocolError, errorFromReply
 const DEFAULT_PORT = 7711;
 const DEFAULT_TIMEOUT = 30000;
 
-/** "HOST:PORT", "[V6]:PORT", "PORT", "unix:PATH" or "/PATH" (as libemq's
- * emq_parse_addr), to {host, port} or {path}. */
+/** "HOST:PORT", "[V6]:PORT", "PORT", "tls://HOST:PORT", "unix:PATH" or
+ * "/PATH" (as libemq's emq_parse_addr), to {host, port[, tls: true]} or
+ * {path}. */
 export function parseAddr(addr) {
   const bad = () => new UsageError(`bad address "${addr}": expected HOST:PORT, [V6]:PORT, PORT or unix:PATH`);
   if (typeof addr !== 'string' || addr === '') throw bad();
+  if (addr.startsWith('tls://')) {
+    const rest = addr.slice(6);
+    if (!rest.includes(':') || rest.startsWith('unix:') || rest.startsWith('/')) throw bad();
+    return { ...parseAddr(rest), tls: true };
+  }
   if (addr.startsWith('unix:') || addr.startsWith('/')) {
     const path = addr.startsWith('/') ? addr : addr.slice(5);
     if (!path) throw bad();
@@ -107,14 +114,22 @@ export class Client extends EventEmitter {
 
   constructor(options = {}) {
     super();
-    const o = checkOptions('Client.connect', options, ['host', 'port', 'path', 'addr', 'token', 'name', 'timeout']);
+    const o = checkOptions('Client.connect', options, ['host', 'port', 'path', 'addr', 'token', 'name', 'timeout', 'tls']);
     let where;
     if (o.path !== undefined) where = { path: o.path };
     else if (o.host !== undefined || o.port !== undefined) where = { host: o.host ?? '127.0.0.1', port: o.port ?? DEFAULT_PORT };
     else if (o.addr !== undefined || process.env.EMQ_ADDR) where = parseAddr(o.addr ?? process.env.EMQ_ADDR);
     else where = { host: '127.0.0.1', port: DEFAULT_PORT };
+    // tls: true (the default CAs) or tls.connect's options (ca, cert, key,
+    // servername, ...); a tls:// address means true.
+    const tlsOpts = o.tls ?? (where.tls ? true : undefined);
+    if (tlsOpts !== undefined && tlsOpts !== false && where.path !== undefined) {
+      throw new UsageError('Client.connect: TLS is for TCP: a unix socket is plain');
+    }
+    delete where.tls;
     this.options = {
       ...where,
+      tls: tlsOpts === true ? {} : tlsOpts || undefined,
       token: o.token !== undefined ? o.token : process.env.EMQ_TOKEN || undefined,
       name: o.name,
       timeout: o.timeout ?? DEFAULT_TIMEOUT,
@@ -139,7 +154,8 @@ export class Client extends EventEmitter {
   /** "host:port" or the unix path, for messages. */
   get address() {
     const o = this.options;
-    return o.path !== undefined ? `unix:${o.path}` : `${o.host}:${o.port}`;
+    if (o.path !== undefined) return `unix:${o.path}`;
+    return `${o.tls ? 'tls://' : ''}${o.host}:${o.port}`;
   }
 
   /** True once the connection is closed (by either side). */
@@ -154,7 +170,14 @@ export class Client extends EventEmitter {
 
   async _open() {
     const o = this.options;
-    const sock = o.path !== undefined ? net.connect({ path: o.path }) : net.connect({ host: o.host, port: o.port });
+    let sock;
+    if (o.path !== undefined) sock = net.connect({ path: o.path });
+    else if (o.tls) {
+      // The certificate must name host (an IP literal: its IP addresses);
+      // SNI carries names only.
+      const servername = o.tls.servername ?? (net.isIP(o.host) ? undefined : o.host);
+      sock = tls.connect({ ...o.tls, host: o.host, port: o.port, servername });
+    } else sock = net.connect({ host: o.host, port: o.port });
     this._sock = sock;
     await new Promise((resolve, reject) => {
       const timer = o.timeout > 0
@@ -163,7 +186,7 @@ export class Client extends EventEmitter {
             reject(new ConnectionLost(`cannot connect to ${this.address}: timed out after ${o.timeout} ms`));
           }, o.timeout)
         : null;
-      sock.once('connect', () => {
+      sock.once(o.tls ? 'secureConnect' : 'connect', () => {
         clearTimeout(timer);
         resolve();
       });

@@ -17,5 +17,6 @@ export const CODES = Object.freeze({
   EINTERNAL: Object.freeze([14, 'internal error', 'InternalError']),
   ELIMIT: Object.freeze([15, 'limit reached', 'LimitError']),
   EFULL: Object.freeze([16, 'the store is full', 'FullError']),
-  ENOTFOUND: Object.freeze([17, 'not found', 'NotFoundError']),
+  EPERM: Object.freeze([17, 'not permitted for this token', 'PermissionDeniedError']),
+  ENOTFOUND: Object.freeze([18, 'not found', 'NotFoundError']),
 });

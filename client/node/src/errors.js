@@ -58,6 +58,7 @@ export const UnavailableError = ERROR_CLASSES.EUNAVAILABLE;
 export const InternalError = ERROR_CLASSES.EINTERNAL;
 export const LimitError = ERROR_CLASSES.ELIMIT;
 export const FullError = ERROR_CLASSES.EFULL;
+export const PermissionDeniedError = ERROR_CLASSES.EPERM;
 export const NotFoundError = ERROR_CLASSES.ENOTFOUND;
 
 /** The connection could not be opened, or broke with replies owed. */

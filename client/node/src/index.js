@@ -6,6 +6,6 @@ export {
   EmqError, ERROR_CLASSES, errorFromReply,
   ProtocolError, UnknownOpError, ArgumentError, KindError, BrandError, QueueNameError,
   TooBigError, EmptyBatchError, NoJobError, StateError, LeaseError, AuthError,
-  UnavailableError, InternalError, LimitError, FullError, NotFoundError,
+  UnavailableError, InternalError, LimitError, FullError, PermissionDeniedError, NotFoundError,
   ConnectionLost, TimeoutError, UsageError, Retry, Dead,
 } from './errors.js';

@@ -4,7 +4,7 @@ import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { Client, checkOptions } from './client.js';
 import {
-  ConnectionLost, TimeoutError, UnavailableError, LeaseError, NoJobError, AuthError,
+  ConnectionLost, TimeoutError, UnavailableError, LeaseError, NoJobError, AuthError, PermissionDeniedError,
   QueueNameError, ArgumentError, UsageError, Retry, Dead,
 } from './errors.js';
 
@@ -23,7 +23,8 @@ export function errorText(err) {
 
 // Errors that reconnecting cannot fix: the worker stops with them.
 function fatal(err) {
-  return err instanceof AuthError || err instanceof QueueNameError || err instanceof ArgumentError ||
+  return err instanceof AuthError || err instanceof PermissionDeniedError ||
+    err instanceof QueueNameError || err instanceof ArgumentError ||
     err instanceof UsageError;
 }
 
@@ -49,7 +50,7 @@ export class Worker extends EventEmitter {
   constructor(queue, handler, options = {}) {
     super();
     const o = checkOptions('Worker', options, [
-      'host', 'port', 'path', 'addr', 'token', 'name', 'timeout',
+      'host', 'port', 'path', 'addr', 'token', 'name', 'timeout', 'tls',
       'concurrency', 'flat', 'leaseMs', 'signal', 'graceMs', 'handleSignals',
     ]);
     if (typeof queue !== 'string') throw new UsageError('Worker: queue must be a string');
@@ -70,7 +71,7 @@ export class Worker extends EventEmitter {
     // set (flat true) are served only by streams of their own kind.
     this.kinds = o.flat === 'both' ? [false, true] : [o.flat === true];
     this._connect = {
-      host: o.host, port: o.port, path: o.path, addr: o.addr, token: o.token,
+      host: o.host, port: o.port, path: o.path, addr: o.addr, token: o.token, tls: o.tls,
       name: o.name ?? `node-worker:${queue}`, timeout: o.timeout,
     };
     for (const k of Object.keys(this._connect)) if (this._connect[k] === undefined) delete this._connect[k];

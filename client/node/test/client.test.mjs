@@ -5,8 +5,12 @@ import assert from 'node:assert/strict';
 import {
   Client, Job, EmqError, LeaseError, NoJobError, KindError, BrandError, QueueNameError,
   ArgumentError, NotFoundError, StateError, EmptyBatchError, UnknownOpError, AuthError, TooBigError,
-  ConnectionLost, UsageError, CODES, ERROR_CLASSES, parseAddr,
+  ConnectionLost, UsageError, CODES, ERROR_CLASSES, parseAddr, PermissionDeniedError,
 } from '../src/index.js';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { startStack, qname, waitFor, freePort } from './helpers.mjs';
 
 let stack;
@@ -406,6 +410,24 @@ test('large and Unicode payloads round-trip exactly; too large is TooBigError wi
   await assert.rejects(c.enqueue(q, big + 'y', { job: 'JOBbig2' }),
     (e) => e instanceof TooBigError && e.job === 'JOBbig2');
   await Promise.all(got.map((j) => c.complete(j)));
+});
+
+test('roles: an op outside the token\'s role is PermissionDeniedError (EPERM)', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'emq-node-tokens-'));
+  const file = join(dir, 'tokens');
+  const hash = createHash('sha256').update('p-secret').digest('hex');
+  writeFileSync(file, `mailer producer ${hash}\n`);
+  const secured = await startStack({ emqdArgs: ['--tokens-file', file] });
+  try {
+    const p = await secured.connect({ token: 'p-secret' });
+    const q = qname();
+    await p.enqueue(q, 1);
+    await assert.rejects(p.claim(q), (e) => e instanceof PermissionDeniedError && e.code === 'EPERM');
+    assert.equal((await p.stats(q)).pending, 1);
+  } finally {
+    await secured.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('auth: the right token connects, a wrong one is AuthError', async () => {

@@ -172,14 +172,16 @@ export async function startRedis() {
   };
 }
 
-/** An emqd on `port` (default: a free one) over the Redis on redisPort. */
-export async function startEmqd(redisPort, { port, args = [] } = {}) {
+/** An emqd on `port` (default: a free one) over the Redis on redisPort.
+ * `ready`: what a plain ping gets once it is up (a tls-only daemon
+ * answers its refusal). */
+export async function startEmqd(redisPort, { port, args = [], ready = /"ok":true/ } = {}) {
   const { proc, port: p, t } = await spawnReady('emqd', EMQD, async () => {
     const p = port ?? (await freePort());
     return { port: p, args: ['--redis', `redis://127.0.0.1:${redisPort}`, '--listen', `127.0.0.1:${p}`, ...args] };
   }, async (p) => {
     // emqd listens only once its backend answers (PROTOCOL.md 6.11).
-    await rawAsk(p, '{"op":"ping"}\n', /"ok":true/);
+    await rawAsk(p, '{"op":"ping"}\n', ready);
     return true;
   }, { retry: port === undefined });
   return {
@@ -198,11 +200,11 @@ export async function startEmqd(redisPort, { port, args = [] } = {}) {
 }
 
 /** A redis-server and an emqd over it; `connect()` opens Clients to it. */
-export async function startStack({ emqdArgs = [] } = {}) {
+export async function startStack({ emqdArgs = [], ready } = {}) {
   const redis = await startRedis();
   const stack = {
     redis,
-    emqd: await startEmqd(redis.port, { args: emqdArgs }),
+    emqd: await startEmqd(redis.port, { args: emqdArgs, ready }),
     emqdArgs,
     clients: [],
     get port() {

@@ -18,5 +18,6 @@ CODES = {
     'EINTERNAL': (14, 'internal error', 'InternalError'),
     'ELIMIT': (15, 'limit reached', 'LimitError'),
     'EFULL': (16, 'the store is full', 'FullError'),
-    'ENOTFOUND': (17, 'not found', 'NotFoundError'),
+    'EPERM': (17, 'not permitted for this token', 'PermissionDeniedError'),
+    'ENOTFOUND': (18, 'not found', 'NotFoundError'),
 }

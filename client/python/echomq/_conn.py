@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import socket
+import ssl as _ssl
 import struct
 import threading
 import time
@@ -48,22 +49,31 @@ QUIT_WAIT = 2.0
 class Address:
     """Where emqd listens: TCP ``host``:``port``, or a unix socket."""
 
-    __slots__ = ("host", "port", "unix")
+    __slots__ = ("host", "port", "unix", "tls")
 
-    def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, unix: Optional[str] = None) -> None:
+    def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, unix: Optional[str] = None, tls: bool = False) -> None:
         self.host = host
         self.port = port
         self.unix = unix
+        self.tls = tls  # "tls://HOST:PORT": speak TLS (the client's ssl context, or the default)
 
     def __str__(self) -> str:
         if self.unix is not None:
             return f"unix:{self.unix}"
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        where = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        return "tls://" + where if self.tls else where
 
 
 def parse_addr(addr: str) -> Address:
-    """Read ``HOST:PORT``, ``[V6]:PORT``, ``PORT`` or ``unix:PATH`` (a path
-    starting with ``/`` too), as emqctl does with ``$EMQ_ADDR``."""
+    """Read ``HOST:PORT``, ``[V6]:PORT``, ``PORT``, ``tls://HOST:PORT`` or
+    ``unix:PATH`` (a path starting with ``/`` too), as emqctl does with
+    ``$EMQ_ADDR``."""
+    if addr.startswith("tls://"):
+        a = parse_addr(addr[6:])
+        if a.unix is not None or ":" not in addr[6:]:
+            raise ValueError(f"bad address {addr!r}: expected tls://HOST:PORT")
+        a.tls = True
+        return a
     if addr.startswith("unix:"):
         return Address(unix=addr[5:])
     if addr.startswith("/"):
@@ -214,12 +224,85 @@ def timed_out(slot: Slot) -> Timeout:
     return Timeout(f"no reply to {op!r} in time")
 
 
+def tls_context(addr: Address, ctx: Optional[_ssl.SSLContext]) -> Optional[_ssl.SSLContext]:
+    """The TLS context to connect with: the one given, else the default
+    (the system's CAs, the host name checked) for a ``tls://`` address,
+    else none (plain)."""
+    if ctx is not None and addr.unix is not None:
+        raise ValueError("TLS is for TCP: a unix socket is plain")
+    if ctx is None and addr.tls:
+        return _ssl.create_default_context()
+    return ctx
+
+
+class _TlsSocket:
+    """TLS on a connected socket through two ssl.MemoryBIOs. The blocking
+    client's reader thread receives while callers send, and an SSLSocket
+    must not be used by two threads at once: here one lock guards the
+    SSLObject, the socket is read by the reader alone and written under
+    wlock. The rest of the socket's methods are the socket's."""
+
+    def __init__(self, sock: socket.socket, ctx: _ssl.SSLContext, server_hostname: str) -> None:
+        self.sock = sock
+        self.inc, self.out = _ssl.MemoryBIO(), _ssl.MemoryBIO()
+        self.obj = ctx.wrap_bio(self.inc, self.out, server_hostname=server_hostname)
+        self.lock = threading.Lock()
+        self.wlock = threading.Lock()
+        while True:  # the handshake, within the socket's connect timeout
+            try:
+                self.obj.do_handshake()
+                break
+            except _ssl.SSLWantReadError:
+                self.sock.sendall(self.out.read())
+                data = self.sock.recv(1 << 16)
+                if not data:
+                    raise ConnectionResetError("the server closed the connection during the TLS handshake")
+                self.inc.write(data)
+        self.sock.sendall(self.out.read())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sock, name)
+
+    def recv(self, n: int) -> bytes:
+        while True:
+            with self.lock:
+                try:
+                    return self.obj.read(n)
+                except _ssl.SSLWantReadError:
+                    pass
+                except _ssl.SSLZeroReturnError:
+                    return b""
+                pending = self.out.pending
+            # TLS records to send from reading (rare): sent unless a
+            # caller is writing, which sends them with its own.
+            if pending and self.wlock.acquire(blocking=False):
+                try:
+                    with self.lock:
+                        data = self.out.read()
+                    self.sock.sendall(data)
+                finally:
+                    self.wlock.release()
+            data = self.sock.recv(n)
+            if not data:
+                return b""
+            with self.lock:
+                self.inc.write(data)
+
+    def sendall(self, data: bytes) -> None:
+        with self.wlock:
+            with self.lock:
+                self.obj.write(data)
+                records = self.out.read()
+            self.sock.sendall(records)
+
+
 class SyncConn:
     """The blocking client's connection: a reader thread sorts the lines;
     callers in any thread wait on one condition."""
 
-    def __init__(self, addr: Address, timeout: Optional[float]) -> None:
+    def __init__(self, addr: Address, timeout: Optional[float], tls: Optional[_ssl.SSLContext] = None) -> None:
         self.addr = addr
+        sock: Any
         try:
             if addr.unix is not None:
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -228,6 +311,8 @@ class SyncConn:
             else:
                 sock = socket.create_connection((addr.host, addr.port), timeout)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if tls is not None:
+                    sock = _TlsSocket(sock, tls, addr.host)
         except OSError as e:
             raise ConnectionLost(f"cannot connect to {addr}: {e.strerror or e}") from None
         sock.settimeout(None)  # the reader blocks; replies are timed by their slots
@@ -360,11 +445,13 @@ class AsyncConn:
         self.task = asyncio.ensure_future(self._read())
 
     @classmethod
-    async def open(cls, addr: Address, timeout: Optional[float]) -> "AsyncConn":
-        """Connect to addr."""
+    async def open(cls, addr: Address, timeout: Optional[float], tls: Optional[_ssl.SSLContext] = None) -> "AsyncConn":
+        """Connect to addr (with TLS when tls is a context)."""
         try:
             if addr.unix is not None:
                 conn = asyncio.open_unix_connection(addr.unix, limit=READ_LIMIT)
+            elif tls is not None:
+                conn = asyncio.open_connection(addr.host, addr.port, limit=READ_LIMIT, ssl=tls, server_hostname=addr.host)
             else:
                 conn = asyncio.open_connection(addr.host, addr.port, limit=READ_LIMIT)
             reader, writer = await asyncio.wait_for(conn, timeout)

@@ -5,10 +5,11 @@ awaited."""
 from __future__ import annotations
 
 import functools
+from ssl import SSLContext
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, List, Optional, Type, TypeVar
 
 from . import _ops
-from ._conn import Address, AsyncConn, resolve, resolve_token
+from ._conn import Address, AsyncConn, resolve, resolve_token, tls_context
 from ._ops import Call
 from .client import DEFAULT_TIMEOUT, PipelineBase
 from .errors import ConnectionLost, EmqError
@@ -89,12 +90,14 @@ class AsyncClient:
         timeout: Optional[float] = DEFAULT_TIMEOUT,
         *,
         unix: Optional[str] = None,
+        ssl: Optional[SSLContext] = None,
     ) -> None:
         self.address: Address = resolve(host, port, unix)
         """Where the client connects."""
         self._token = resolve_token(token)
         self._name = name if name is not None else "echomq-python"
         self._timeout = timeout
+        self._tls = tls_context(self.address, ssl)
         self._conn: Optional[AsyncConn] = None
         self.server: Optional[Hello] = None
         """The daemon's ``hello`` reply, once connected."""
@@ -109,7 +112,7 @@ class AsyncClient:
         does. Returns the client."""
         if self._conn is not None:
             raise RuntimeError("already connected; an AsyncClient is one connection")
-        self._conn = await AsyncConn.open(self.address, self._timeout)
+        self._conn = await AsyncConn.open(self.address, self._timeout, self._tls)
         try:
             self.server = await self.hello(self._token, self._name)
         except BaseException:

@@ -8,10 +8,11 @@ has that op's signature and docstring.
 from __future__ import annotations
 
 import functools
+from ssl import SSLContext
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, List, Optional, Type, TypeVar
 
 from . import _ops
-from ._conn import Address, SyncConn, resolve, resolve_token
+from ._conn import Address, SyncConn, resolve, resolve_token, tls_context
 from ._ops import Call
 from .errors import EmqError
 from .types import Hello, LeasedJob
@@ -208,7 +209,10 @@ class Client:
     :class:`~echomq.AuthError` for a refused token. With neither ``host``
     nor ``port`` the address is ``$EMQ_ADDR`` (``HOST:PORT``,
     ``unix:PATH``) when set, else 127.0.0.1:7711; ``token`` defaults to
-    ``$EMQ_TOKEN``; ``unix`` connects to a unix socket instead. ``timeout``
+    ``$EMQ_TOKEN``; ``unix`` connects to a unix socket instead. ``ssl`` (an
+    :class:`ssl.SSLContext`, e.g. ``ssl.create_default_context(cafile=...)``)
+    speaks TLS, verifying the server's certificate for ``host``; a
+    ``tls://HOST:PORT`` address does too, with the default context. ``timeout``
     is in seconds, for the connection and for each reply (a ``claim`` with
     ``wait_ms`` gets that much more; ``None``: wait forever).
 
@@ -229,10 +233,11 @@ class Client:
         timeout: Optional[float] = DEFAULT_TIMEOUT,
         *,
         unix: Optional[str] = None,
+        ssl: Optional[SSLContext] = None,
     ) -> None:
         self.address: Address = resolve(host, port, unix)
         """Where the client is connected."""
-        self._conn = SyncConn(self.address, timeout)
+        self._conn = SyncConn(self.address, timeout, tls_context(self.address, ssl))
         try:
             self.server: Hello = self.hello(resolve_token(token), name if name is not None else "echomq-python")
             """The daemon's ``hello`` reply."""

@@ -41,6 +41,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
+from ssl import SSLContext
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Tuple, Type, Union
 
 from .aio import AsyncClient
@@ -143,6 +144,7 @@ class Worker:
         token: Optional[str] = None,
         name: Optional[str] = None,
         unix: Optional[str] = None,
+        ssl: Optional[SSLContext] = None,
         timeout: Optional[float] = DEFAULT_TIMEOUT,
         backoff: Tuple[float, float] = (0.1, 5.0),
         on_complete: Optional[Callable[[LeasedJob], Any]] = None,
@@ -170,7 +172,7 @@ class Worker:
         self.on_complete = on_complete
         self.on_fail = on_fail
         self.on_release = on_release
-        self._client_args: Dict[str, Any] = dict(host=host, port=port, token=token, name=name or f"echomq-worker {queue}", unix=unix, timeout=timeout)
+        self._client_args: Dict[str, Any] = dict(host=host, port=port, token=token, name=name or f"echomq-worker {queue}", unix=unix, ssl=ssl, timeout=timeout)
         self._is_async = _is_coroutine_function(handler)
         self._kinds = [False, True] if flat else [False]
         self._stop_flag = threading.Event()  # a stop was asked for (any thread may look)

@@ -305,6 +305,24 @@ def test_a_line_over_the_limit_gets_its_reply_in_place(redis, queue: str) -> Non
         d.stop()
 
 
+def test_a_token_outside_its_role_raises_permission_denied(redis, queue: str, tmp_path) -> None:
+    """EPERM (PROTOCOL.md 7) is PermissionDeniedError, from the one table."""
+    import hashlib
+
+    tokens = tmp_path / "tokens"
+    tokens.write_text("mailer producer " + hashlib.sha256(b"p-secret").hexdigest() + "\n")
+    d = Emqd(redis, "--tokens-file", str(tokens))
+    try:
+        with Client("127.0.0.1", d.port, token="p-secret") as c:
+            assert c.enqueue(queue, 1).verdict == "enqueued"
+            with pytest.raises(echomq.PermissionDeniedError) as e:
+                c.claim(queue)
+            assert e.value.code == "EPERM"
+            assert c.stats(queue).pending == 1, "the refusal changed nothing"
+    finally:
+        d.stop()
+
+
 def test_auth(redis, queue: str) -> None:
     d = Emqd(redis, "--token", "s3cret")
     try:
