@@ -40,7 +40,7 @@ EXTS = {"c", "h", "lua", "py", "sh", "md", "build", "txt", "conf", "in",
         "js", "1", "8", "pc", "service", "json"}
 
 # Made at build time, so never in the source tree.
-GENERATED = {"lua_scripts.c", "lua_scripts.h", "libemq.pc"}
+GENERATED = {"lua_scripts.c", "lua_scripts.h", "web_assets.c", "web_assets.h", "libemq.pc"}
 
 COMPONENT = r"[A-Za-z_.*][A-Za-z0-9_.*+\-]*"
 REF = re.compile(

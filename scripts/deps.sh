@@ -12,6 +12,12 @@ EMQ_PACKAGES=(
 # The Node.js client's tests (client/node) need node 18+; Debian 12's
 # nodejs is 18. A node already on PATH (e.g. a newer one) is used as it is.
 command -v node >/dev/null 2>&1 || EMQ_PACKAGES+=(nodejs)
+# Only for the tests (scripts/test.sh installs them, scripts/run.sh does
+# not): the dashboard's browser test (suite dashboard, tests/dashboard)
+# needs Debian's chromium, driven by playwright-core, which the test
+# installs from npm into the build directory (so npm too).
+EMQ_TEST_PACKAGES=(chromium)
+command -v npm >/dev/null 2>&1 || EMQ_TEST_PACKAGES+=(npm)
 
 # For scripts/fuzz.sh: clang and its libFuzzer runtime.
 EMQ_FUZZ_PACKAGES=(clang libclang-rt-14-dev)

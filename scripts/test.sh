@@ -18,7 +18,7 @@ if [ "${1:-}" = "--sanitize" ]; then
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 fi
 
-emq_install_deps
+emq_install_deps "${EMQ_PACKAGES[@]}" "${EMQ_TEST_PACKAGES[@]}"
 emq_build "$dir" "${opts[@]}"
 rc=0
 meson test -C "$dir" --print-errorlogs --num-processes 2 "$@" || rc=$?

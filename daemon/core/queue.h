@@ -28,6 +28,17 @@ struct queue_counters {
     uint64_t recovered; /* leases of lost replies given back (store/lost.c) */
 };
 
+/* The queue's counters as they were every QUEUE_HISTORY_MS, the last
+ * QUEUE_HISTORY_SLOTS samples (the throughput op, server/cmd_throughput.c: the
+ * dashboard's throughput over the last five minutes, across reloads of
+ * the page). v[i]: enqueued, completed, failed, dead. */
+#define QUEUE_HISTORY_SLOTS 31
+#define QUEUE_HISTORY_MS    10000
+struct queue_history {
+    uint64_t v[QUEUE_HISTORY_SLOTS][4];
+    unsigned next, n; /* the slot the next sample goes to; samples held */
+};
+
 /* How long the jobs of one queue took, as this daemon saw them: wait, from
  * becoming claimable to each lease it handed out (the lease script's
  * wait_ms, on the Redis clock), and run, from handing a lease out to its
@@ -67,6 +78,7 @@ struct queue {
     bool batched;
     struct queue_counters count;
     struct queue_latency latency;
+    struct queue_history history;
     bool used;                   /* in use: started and registered (engine_use) */
     bool started;                /* its timer was initialised (queue_start): closed when freed */
     bool listed;                 /* on the engine's readonly list */

@@ -55,6 +55,8 @@ static void resume_cb(uv_idle_t *h)
 void client_maybe_resume(struct client *c)
 {
     struct server *s = c->srv;
+    if (c->sink != NULL)
+        return; /* nothing to read: its one line has run */
     if (c->reading || c->closing || c->quit || c->resume_queued || c->barrier != NULL ||
         c->inflight > s->cfg->max_inflight / 2)
         return;
@@ -344,6 +346,17 @@ static void flush_one(struct client *c)
     }
     if (c->closing || c->writing)
         return;
+    if (c->sink != NULL) {
+        if (c->out.len > 0) {
+            /* Taken out of out first: the sink may close the client. */
+            struct outbuf o = c->out;
+            outbuf_init(&c->out);
+            client_account(c);
+            c->sink(c->sink_priv, o.data, o.len);
+            outbuf_deinit(&o);
+        }
+        return;
+    }
     if (c->out.len == 0) {
         if (c->quit && c->head == NULL)
             client_close(c, "quit");
@@ -479,6 +492,28 @@ int client_accept(struct server *s, uv_stream_t *listener)
     return 0;
 }
 
+struct client *client_new_detached(struct server *s, const char *addr, enum tokens_role role,
+                                   const struct token *tok, client_sink_cb *sink, void *priv)
+{
+    struct client *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    c->srv = s;
+    c->refs = 1; /* the creator's, dropped by client_close */
+    c->sink = sink;
+    c->sink_priv = priv;
+    c->authed = true;
+    c->role = role;
+    c->tok = tok;
+    frame_init(&c->frame, s->cfg->max_line);
+    outbuf_init(&c->out);
+    outbuf_init(&c->wbuf);
+    map_init(&c->held);
+    snprintf(c->addr, sizeof(c->addr), "%s", addr);
+    c->last_active = c->opened = uv_now(s->loop);
+    return c;
+}
+
 void client_set_authed(struct client *c)
 {
     c->authed = true;
@@ -520,6 +555,10 @@ void client_close(struct client *c, const char *why)
     lease_release_all(c);
     req_close_all(c);
     consumer_close_all(c); /* after req_close_all: a parked claim's request is unlinked */
+    if (c->sink != NULL) {
+        client_unref(c); /* no handle to close, in no list */
+        return;
+    }
 
     if (c->prev != NULL)
         c->prev->next = c->next;

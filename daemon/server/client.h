@@ -19,6 +19,10 @@ struct consumer;
 struct req;
 struct server;
 
+/* Where a detached client's output goes (client_new_detached): the bytes
+ * of this loop turn's replies, valid only during the call. */
+typedef void client_sink_cb(void *priv, const char *data, size_t len);
+
 struct client {
     struct client *prev, *next;
     struct client *dirty_next;
@@ -57,6 +61,10 @@ struct client {
     size_t counted_in, counted_partial, counted_out;
     struct map held;            /* "queue job" -> struct lease, jobs leased to us */
     struct consumer *consumers; /* its parked claims and streams */
+    /* Detached (client_new_detached): no socket; its replies go to sink
+     * at the end of the loop turn, instead of being written. */
+    client_sink_cb *sink;
+    void *sink_priv;
     int auth_failures;
     /* What it may do (perm.h): the role, and the tokens-file line that gave
      * it (NULL: the token setting, or no authentication; both admin on
@@ -74,6 +82,17 @@ struct client {
 };
 
 int client_accept(struct server *s, uv_stream_t *listener);
+/* A session that is not a connection: the dashboard's /api runs each of
+ * its requests on one of these (api.c), through the same request path
+ * (req_run_line) as a connection's lines, so the same table, checks and
+ * order apply. It has no socket and is in no list of the server (so no
+ * idle check, no max-clients, not among the connections the clients op
+ * shows); its replies go to sink, batched per loop turn as a
+ * connection's are. It is authenticated, with role and tok as a hello
+ * would have given it (perm.h; the caller has checked the token). Close
+ * it with client_close when done; NULL out of memory. */
+struct client *client_new_detached(struct server *s, const char *addr, enum tokens_role role,
+                                   const struct token *tok, client_sink_cb *sink, void *priv);
 /* Queue bytes for the client (written at the end of this loop turn). Past
  * max-output, or out of memory, it closes the client (with a log line). */
 void client_send(struct client *c, const char *data, size_t len);

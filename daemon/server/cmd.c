@@ -18,6 +18,18 @@ const char *cmd_str(const struct req *r, const char *name)
     return s != NULL ? s : "";
 }
 
+bool cmd_token_ok(const char *want, const char *tok, size_t len)
+{
+    if (want == NULL || tok == NULL)
+        return false;
+    /* Constant time in the setting's length: no early exit on a mismatch. */
+    size_t wl = strlen(want);
+    unsigned diff = (unsigned)(len ^ wl);
+    for (size_t i = 0; i < wl; i++)
+        diff |= (unsigned char)want[i] ^ (unsigned char)(i < len ? tok[i] : 0);
+    return diff == 0;
+}
+
 bool cmd_check_cursor(struct req *r)
 {
     const char *cursor = request_string(r->root, "cursor", NULL);
@@ -36,19 +48,6 @@ static const struct arg_spec hello_spec[] = {
     {"name", ARG_STRING, 0, 0, 128},
     END,
 };
-
-/* True if tok (len bytes; NULL: none) is the token setting's, compared in
- * constant time in the setting's length: no early exit on a mismatch. */
-static bool token_equal(const char *want, const char *tok, size_t len)
-{
-    if (want == NULL || tok == NULL)
-        return false;
-    size_t wl = strlen(want);
-    unsigned diff = (unsigned)(len ^ wl);
-    for (size_t i = 0; i < wl; i++)
-        diff |= (unsigned char)want[i] ^ (unsigned char)(i < len ? tok[i] : 0);
-    return diff == 0;
-}
 
 /* A failed hello: counted on the connection (the third closes it) and
  * for its address (backoff.h). */
@@ -85,7 +84,7 @@ static bool hello_auth(struct req *r)
     }
     size_t len = 0;
     const char *tok = request_string(r->root, "token", &len);
-    bool admin = token_equal(s->cfg->token, tok, len);
+    bool admin = cmd_token_ok(s->cfg->token, tok, len);
     const struct token *line = tok != NULL ? tokens_match(s->tokens, tok, len) : NULL;
     if (!admin && line == NULL) {
         hello_failed(r, addr, "bad or missing token", 0);
@@ -139,7 +138,8 @@ const struct cmd cmd_session[] = {
     {NULL, NULL, NULL, 0},
 };
 
-static const struct cmd *const tables[] = {cmd_session, cmd_jobs, cmd_admin, cmd_view};
+static const struct cmd *const tables[] = {cmd_session, cmd_jobs, cmd_admin, cmd_view,
+                                           cmd_throughput};
 
 const struct cmd *cmd_at(size_t i)
 {

@@ -1,6 +1,7 @@
 /* cmd: the command tables. The tables live with their handlers (cmd.c:
  * the session; cmd_jobs.c: producing and consuming work; cmd_admin.c: the
- * per-tenant levers and reads; cmd_view.c: the daemon-wide views);
+ * per-tenant levers and reads; cmd_view.c: the daemon-wide views;
+ * cmd_throughput.c: what the daemon itself saw);
  * cmd_lookup searches them all. Each row
  * names an op, its argument spec (checked before the handler runs, so
  * handlers see only valid arguments) and its handler, which finishes the
@@ -15,6 +16,7 @@
 #include "tokens.h"
 
 struct req;
+struct server;
 
 struct cmd {
     const char *name;
@@ -83,7 +85,16 @@ size_t cmd_index(const struct cmd *cmd);
     }
 
 /* Each table ends with a row whose name is NULL. */
-extern const struct cmd cmd_session[], cmd_jobs[], cmd_admin[], cmd_view[];
+extern const struct cmd cmd_session[], cmd_jobs[], cmd_admin[], cmd_view[], cmd_throughput[];
+
+/* Take the history sample of every queue in use (cmd_throughput.c; the server
+ * calls it every QUEUE_HISTORY_MS). */
+void cmd_throughput_sample(struct server *s);
+
+/* True when tok (len bytes; NULL: none given) is the token want (NULL: no
+ * token setting: false), compared in a time that does not depend on where
+ * they differ (hello, and the dashboard's /api). */
+bool cmd_token_ok(const char *want, const char *tok, size_t len);
 
 /* A string argument of the request, "" when absent. */
 const char *cmd_str(const struct req *r, const char *name);

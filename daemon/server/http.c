@@ -6,12 +6,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "log.h"
 
-#define HTTP_CONNS_MAX   64
-#define HTTP_REQUEST_MAX 8192
-#define HTTP_TIMEOUT_MS  10000
+#define HTTP_CONNS_MAX  64
+#define HTTP_HEAD_MAX   8192   /* request line and headers */
+#define HTTP_TIMEOUT_MS 10000  /* to send the request */
+#define HTTP_ANSWER_MS  120000 /* for the daemon to answer it, once it is in */
+#define HTTP_FIELD_MAX  64     /* a header name we look for is shorter */
 
 /* The listener. Freed once its handle and every connection has closed. */
 struct http_server {
@@ -24,7 +27,19 @@ struct http_server {
     bool closing;
 };
 
-/* One connection: its socket, a deadline, the parser, the URL so far. */
+/* The headers a handler may read (enum http_header), as they are spelled
+ * (compared without case). */
+static const char *const header_names[HTTP_H__COUNT] = {
+    [HTTP_H_HOST] = "Host",
+    [HTTP_H_ORIGIN] = "Origin",
+    [HTTP_H_AUTHORIZATION] = "Authorization",
+    [HTTP_H_CONTENT_TYPE] = "Content-Type",
+    [HTTP_H_SEC_FETCH_SITE] = "Sec-Fetch-Site",
+    [HTTP_H_EMQ_REQUEST] = "X-Emq-Request",
+};
+
+/* One connection: its socket, a deadline, the parser, the request so far
+ * (URL, the headers of header_names, the body up to HTTP_BODY_MAX). */
 struct http_conn {
     struct http_conn *next, **pprev;
     struct http_server *srv;
@@ -32,13 +47,21 @@ struct http_conn {
     uv_timer_t timer;
     uv_write_t wreq;
     http_parser parser;
-    char buf[1024]; /* the read buffer */
+    char buf[4096]; /* the read buffer */
     char url[1024];
     size_t url_len, seen;
+    size_t head_bytes;          /* of header names and values, against HTTP_HEAD_MAX */
+    char field[HTTP_FIELD_MAX]; /* the header name being read */
+    size_t field_len;
+    int header;                   /* the header_names index of the value being read, or -1 */
+    char *headers[HTTP_H__COUNT]; /* owned; NULL when absent */
+    size_t header_len[HTTP_H__COUNT];
+    char *body; /* owned */
+    size_t body_len;
     char *out;
     int refs;         /* the handles' (one for both) and the handler's */
     int open_handles; /* the socket and the timer, until their close callbacks */
-    bool closing, answered, url_too_long, complete;
+    bool closing, answered, url_too_long, body_too_long, head_too_long, complete, in_value;
 };
 
 static void server_release(struct http_server *h)
@@ -55,6 +78,9 @@ void http_conn_ref(struct http_conn *c)
 void http_conn_unref(struct http_conn *c)
 {
     if (--c->refs == 0) {
+        for (size_t i = 0; i < HTTP_H__COUNT; i++)
+            free(c->headers[i]);
+        free(c->body);
         free(c->out);
         free(c);
     }
@@ -89,20 +115,23 @@ static void write_cb(uv_write_t *w, int status)
     http_conn_unref(c);
 }
 
-void http_respond(struct http_conn *c, int status, const char *content_type, const char *body,
-                  size_t len)
+void http_respond_with(struct http_conn *c, int status, const char *content_type, const char *extra,
+                       const char *body, size_t len)
 {
     static const struct {
         int code;
         const char *text;
     } reasons[] = {{200, "OK"},
                    {400, "Bad Request"},
+                   {401, "Unauthorized"},
+                   {403, "Forbidden"},
                    {404, "Not Found"},
                    {405, "Method Not Allowed"},
                    {413, "Payload Too Large"},
+                   {415, "Unsupported Media Type"},
                    {503, "Service Unavailable"}};
     const char *reason = "Error";
-    char head[256];
+    char head[1024];
 
     if (c->closing || c->answered)
         return;
@@ -112,15 +141,20 @@ void http_respond(struct http_conn *c, int status, const char *content_type, con
             reason = reasons[i].text;
     int n = snprintf(head, sizeof(head),
                      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                     "Connection: close\r\n\r\n",
-                     status, reason, content_type, len);
+                     "%sConnection: close\r\n\r\n",
+                     status, reason, content_type, len, extra != NULL ? extra : "");
+    if (n < 0 || (size_t)n >= sizeof(head)) {
+        conn_close(c);
+        return;
+    }
     c->out = malloc((size_t)n + len);
     if (c->out == NULL) {
         conn_close(c);
         return;
     }
     memcpy(c->out, head, (size_t)n);
-    memcpy(c->out + n, body, len);
+    if (len > 0)
+        memcpy(c->out + n, body, len);
     uv_buf_t b = uv_buf_init(c->out, (unsigned)((size_t)n + len));
     uv_read_stop((uv_stream_t *)&c->tcp);
     c->wreq.data = c;
@@ -129,6 +163,25 @@ void http_respond(struct http_conn *c, int status, const char *content_type, con
         return;
     }
     http_conn_ref(c);
+}
+
+void http_respond(struct http_conn *c, int status, const char *content_type, const char *body,
+                  size_t len)
+{
+    http_respond_with(c, status, content_type, NULL, body, len);
+}
+
+const char *http_header(const struct http_conn *c, enum http_header h, size_t *len)
+{
+    if (len != NULL)
+        *len = c->header_len[h];
+    return c->headers[h];
+}
+
+const char *http_body(const struct http_conn *c, size_t *len)
+{
+    *len = c->body_len;
+    return c->body != NULL ? c->body : "";
 }
 
 static void respond_text(struct http_conn *c, int status, const char *text)
@@ -148,20 +201,96 @@ static int on_url(http_parser *p, const char *at, size_t len)
     return 0;
 }
 
+/* Header names and values may come in pieces (split across reads): a
+ * name is gathered in field (names longer than any we look for are not
+ * ours), a value straight into its slot, up to HTTP_HEAD_MAX. Only the
+ * first occurrence of a header counts. */
+static int on_header_field(http_parser *p, const char *at, size_t len)
+{
+    struct http_conn *c = p->data;
+    if ((c->head_bytes += len) > HTTP_HEAD_MAX)
+        c->head_too_long = true;
+    if (c->in_value) {
+        c->in_value = false;
+        c->field_len = 0;
+    }
+    if (c->field_len + len < sizeof(c->field)) {
+        memcpy(c->field + c->field_len, at, len);
+        c->field_len += len;
+    } else {
+        c->field_len = sizeof(c->field); /* too long to be one we read */
+    }
+    return 0;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len)
+{
+    struct http_conn *c = p->data;
+    if ((c->head_bytes += len) > HTTP_HEAD_MAX)
+        c->head_too_long = true;
+    if (!c->in_value) {
+        c->in_value = true;
+        c->header = -1;
+        for (int i = 0; i < HTTP_H__COUNT && c->field_len < sizeof(c->field); i++)
+            if (strlen(header_names[i]) == c->field_len &&
+                strncasecmp(header_names[i], c->field, c->field_len) == 0 && c->headers[i] == NULL)
+                c->header = i;
+        if (c->header >= 0 && (c->headers[c->header] = calloc(1, 1)) == NULL)
+            return -1;
+    }
+    if (c->header < 0)
+        return 0;
+    size_t have = c->header_len[c->header];
+    if (c->head_too_long)
+        return 0;
+    char *v = realloc(c->headers[c->header], have + len + 1);
+    if (v == NULL)
+        return -1;
+    memcpy(v + have, at, len);
+    v[have + len] = '\0';
+    c->headers[c->header] = v;
+    c->header_len[c->header] = have + len;
+    return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len)
+{
+    struct http_conn *c = p->data;
+    if (c->body_too_long || c->body_len + len > HTTP_BODY_MAX) {
+        c->body_too_long = true;
+        return 0;
+    }
+    char *b = realloc(c->body, c->body_len + len + 1);
+    if (b == NULL)
+        return -1;
+    memcpy(b + c->body_len, at, len);
+    b[c->body_len + len] = '\0';
+    c->body = b;
+    c->body_len += len;
+    return 0;
+}
+
+static void timeout_cb(uv_timer_t *t);
+
 static int on_message_complete(http_parser *p)
 {
     struct http_conn *c = p->data;
     if (c->complete)
         return 0; /* a request pipelined behind the first: ignored */
-    if (c->url_too_long) {
+    if (c->url_too_long || c->head_too_long || c->body_too_long) {
         c->complete = true;
-        respond_text(c, 413, "URL too long\n");
+        respond_text(c, 413, c->body_too_long ? "body too large\n" : "request too large\n");
         return 0;
     }
     c->url[c->url_len] = '\0';
     c->url[strcspn(c->url, "?#")] = '\0';
     c->complete = true; /* one request per connection: later bytes are ignored */
-    http_conn_ref(c);   /* the handler may close it */
+    /* The client's deadline is met; the daemon's own work has deadlines
+     * of its own (redis-timeout-ms a call), and an /api request may wait
+     * its turn behind others: this only bounds a connection whose answer
+     * never comes. */
+    uv_timer_start(&c->timer, timeout_cb, HTTP_ANSWER_MS, 0);
+    http_conn_ref(c); /* the handler may close it */
     c->srv->cb(c->srv->priv, c, http_method_str((enum http_method)p->method), c->url);
     http_conn_unref(c);
     return 0;
@@ -169,6 +298,9 @@ static int on_message_complete(http_parser *p)
 
 static const http_parser_settings settings = {
     .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_body = on_body,
     .on_message_complete = on_message_complete,
 };
 
@@ -196,7 +328,11 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         respond_text(c, 400, "bad request\n");
         return;
     }
-    if (c->seen > HTTP_REQUEST_MAX)
+    /* A body over its cap is refused as soon as it passes it; the head
+     * has its own cap, counted over every byte that is not body. */
+    if (c->body_too_long)
+        respond_text(c, 413, "body too large\n");
+    else if (c->seen - c->body_len > HTTP_HEAD_MAX)
         respond_text(c, 413, "request too large\n");
 }
 

@@ -1,7 +1,9 @@
-/* http: a minimal HTTP/1.1 server on the daemon's loop, for /metrics.
- * Requests are parsed by libhttp-parser; one request per connection, the
- * answer closes it. Bounded: 64 connections, 8 KiB of request, 10 s to
- * send it. */
+/* http: a minimal HTTP/1.1 server on the daemon's loop, for /metrics,
+ * the dashboard and its /api (metrics.c routes them). Requests are parsed
+ * by libhttp-parser; one request per connection, the answer closes it.
+ * Bounded: 64 connections (at the cap the oldest one still sending its
+ * request is dropped), 8 KiB of request line and headers, 64 KiB of
+ * body, 10 s to send it all, then 120 s for the answer. */
 #ifndef EMQ_HTTP_H
 #define EMQ_HTTP_H
 
@@ -10,6 +12,20 @@
 
 struct http_server;
 struct http_conn;
+
+/* The most body a request may carry (a larger one is answered 413). */
+#define HTTP_BODY_MAX 65536
+
+/* The request headers a handler can read (http_header). */
+enum http_header {
+    HTTP_H_HOST,
+    HTTP_H_ORIGIN,
+    HTTP_H_AUTHORIZATION,
+    HTTP_H_CONTENT_TYPE,
+    HTTP_H_SEC_FETCH_SITE,
+    HTTP_H_EMQ_REQUEST,
+    HTTP_H__COUNT
+};
 
 /* A complete request arrived: answer it now or later with http_respond
  * (holding a reference with http_conn_ref meanwhile). path is the URL
@@ -28,6 +44,17 @@ struct http_server *http_server_free(struct http_server *h);
  * closed meanwhile. */
 void http_respond(struct http_conn *c, int status, const char *content_type, const char *body,
                   size_t len);
+
+/* http_respond with extra header lines (each ending "\r\n"; may be NULL). */
+void http_respond_with(struct http_conn *c, int status, const char *content_type, const char *extra,
+                       const char *body, size_t len);
+
+/* The value of header h (NUL-terminated, its length in *len if len is not
+ * NULL), or NULL when the request did not send it. Valid while the
+ * connection is referenced. */
+const char *http_header(const struct http_conn *c, enum http_header h, size_t *len);
+/* The request's body (NUL-terminated, "" when none), its length in *len. */
+const char *http_body(const struct http_conn *c, size_t *len);
 
 void http_conn_ref(struct http_conn *c);
 void http_conn_unref(struct http_conn *c);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "addr.h"
+#include "api.h"
 #include "http.h"
 #include "admin.h"
 #include "client.h"
@@ -39,6 +40,7 @@ static int scrapes_inflight, scrapes_late;
 struct metrics {
     struct server *srv;
     struct http_server *http;
+    struct api *api; /* the dashboard's /api on the same listener */
 };
 
 /* One group's numbers from the groups script. */
@@ -536,9 +538,12 @@ static void scrape_start(struct server *s, struct http_conn *conn)
 static void request_cb(void *priv, struct http_conn *c, const char *method, const char *path)
 {
     struct metrics *m = priv;
-    static const char hint[] = "emqd: metrics are at /metrics\n";
+    if (strncmp(path, "/api/", 5) == 0) {
+        api_handle(m->api, c, method, path + 5);
+        return;
+    }
     if (strcmp(path, "/metrics") != 0) {
-        http_respond(c, 404, "text/plain", hint, sizeof(hint) - 1);
+        web_serve(m->srv, c, method, path);
         return;
     }
     if (strcmp(method, "GET") != 0) {
@@ -565,14 +570,21 @@ int metrics_new(struct server *s, const char *addr, struct metrics **out)
         rc = UV_ENOMEM;
     if (rc == 0) {
         m->srv = s;
-        if ((rc = http_server_new(s->loop, (struct sockaddr *)&sa, request_cb, m, &m->http)) != 0)
+        if ((m->api = api_new(s)) == NULL) {
             free(m);
+            rc = UV_ENOMEM;
+        } else if ((rc = http_server_new(s->loop, (struct sockaddr *)&sa, request_cb, m,
+                                         &m->http)) != 0) {
+            api_free(m->api);
+            free(m);
+        }
     }
     if (rc != 0) {
         log_event(LOG_ERROR, "cannot serve metrics", "metrics=%s error=%s", addr, uv_err_name(rc));
         return rc;
     }
-    log_event(LOG_INFO, "serving metrics", "metrics=%s path=/metrics", addr);
+    log_event(LOG_INFO, "serving metrics and the dashboard", "metrics=%s path=/metrics dashboard=/",
+              addr);
     *out = m;
     return 0;
 }
@@ -582,6 +594,7 @@ struct metrics *metrics_free(struct metrics *m)
     if (m == NULL)
         return NULL;
     http_server_free(m->http);
+    api_free(m->api);
     free(m);
     return NULL;
 }

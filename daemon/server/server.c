@@ -3,7 +3,9 @@
 #include "server.h"
 
 #include "client.h"
+#include "cmd.h"
 #include "lease.h"
+#include "queue.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,10 @@ static void sweep_cb(uv_timer_t *t)
         client_idle_check(c, now);
     }
     budget_sweep(s);
+    if (now >= s->history_next) {
+        s->history_next = now + QUEUE_HISTORY_MS;
+        cmd_throughput_sample(s);
+    }
     backoff_sweep(&s->backoff, now);
 }
 

@@ -58,6 +58,7 @@ struct server {
     struct client *dirty;   /* clients with bytes to write this turn */
     uv_check_t flush;       /* end of each loop turn: send coalesced work, write replies */
     uv_timer_t sweep;       /* forgets leases that have run out (lease_sweep) */
+    uint64_t history_next;  /* uv_now() of the next queue history sample (cmd_view.c) */
     uv_idle_t resume;       /* runs client_resume_all while clients wait in resumed */
     struct client *resumed; /* clients whose paused reads may resume */
     struct budget bud;      /* the bytes held for every client, against max-buffered */

@@ -51,9 +51,11 @@ const struct config_key config_keys[] = {
     {"log-level", CONFIG_LEVEL, OFF(log_level), 0, 3, "info", CONFIG_RELOAD,
      "error, warn, info or debug"},
     {"metrics", CONFIG_ADDR, OFF(metrics), 0, 0, "none", CONFIG_NONE,
-     "IP:PORT serving Prometheus /metrics ('none' = off)"},
+     "IP:PORT of the HTTP listener: /metrics, the dashboard at /, its /api ('none' = off)"},
     {"metrics-groups", CONFIG_SIZE, OFF(metrics_groups), 0, 1000, "10", CONFIG_RELOAD,
      "groups per queue described in /metrics (the deepest)"},
+    {"http-cache-ms", CONFIG_U64, OFF(http_cache_ms), 0, 60000, "1000", CONFIG_RELOAD,
+     "dashboard /api: identical reads share one backend call for this long"},
     /* TLS: the files are read again at every SIGHUP (new connections use
      * what they hold then), whether or not their names changed. */
     {"tls-cert", CONFIG_STRING, OFF(tls_cert), 0, 0, "", CONFIG_RELOAD,

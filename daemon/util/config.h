@@ -28,6 +28,7 @@ struct config {
     bool allow_insecure;       /* listen beyond loopback without a token */
     char *metrics;             /* HOST:PORT of the Prometheus endpoint, or NULL */
     size_t metrics_groups;     /* groups per queue the metrics describe */
+    uint64_t http_cache_ms;    /* how long the dashboard's /api keeps a read reply */
     int log_level;             /* enum log_level */
     int pool_size;
     size_t max_line;
