@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "log.h"
+#include "tls.h"
 
 #define HTTP_CONNS_MAX  64
 #define HTTP_HEAD_MAX   8192   /* request line and headers */
@@ -23,6 +24,10 @@ struct http_server {
     void *priv;
     struct http_conn *conns;
     size_t nconns;
+    /* HTTPS: where the current TLS context is (the server's, replaced at
+     * each reload; a connection keeps the one it was accepted with), or
+     * NULL for plain HTTP. */
+    struct tls_ctx *const *tls;
     int handles; /* open handles: the listener's, and each connection's two */
     bool closing;
 };
@@ -59,6 +64,7 @@ struct http_conn {
     char *body; /* owned */
     size_t body_len;
     char *out;
+    struct tls *tls;  /* HTTPS only: the connection's TLS state */
     int refs;         /* the handles' (one for both) and the handler's */
     int open_handles; /* the socket and the timer, until their close callbacks */
     bool closing, answered, url_too_long, body_too_long, head_too_long, complete, in_value;
@@ -82,6 +88,7 @@ void http_conn_unref(struct http_conn *c)
             free(c->headers[i]);
         free(c->body);
         free(c->out);
+        tls_free(c->tls);
         free(c);
     }
 }
@@ -113,6 +120,52 @@ static void write_cb(uv_write_t *w, int status)
     (void)status;
     conn_close(c);
     http_conn_unref(c);
+}
+
+/* One write of TLS records (a handshake's, or the answer's). */
+struct records {
+    uv_write_t w;
+    struct http_conn *c;
+    bool close; /* the answer: the connection closes once it is written */
+    char data[];
+};
+
+static void records_cb(uv_write_t *w, int status)
+{
+    struct records *r = w->data;
+    struct http_conn *c = r->c;
+    if (r->close || status < 0)
+        conn_close(c);
+    free(r);
+    http_conn_unref(c);
+}
+
+/* Write the records TLS has made for c (if any); close says whether they
+ * end the connection. */
+static void send_records(struct http_conn *c, bool close)
+{
+    size_t n = tls_out_pending(c->tls);
+    if (c->closing || (n == 0 && !close))
+        return;
+    if (n == 0) {
+        conn_close(c);
+        return;
+    }
+    struct records *r = malloc(sizeof(*r) + n);
+    if (r == NULL) {
+        conn_close(c);
+        return;
+    }
+    r->c = c;
+    r->close = close;
+    r->w.data = r;
+    uv_buf_t b = uv_buf_init(r->data, (unsigned)tls_take_out(c->tls, r->data, n));
+    if (uv_write(&r->w, (uv_stream_t *)&c->tcp, &b, 1, records_cb) != 0) {
+        free(r);
+        conn_close(c);
+        return;
+    }
+    http_conn_ref(c);
 }
 
 void http_respond_with(struct http_conn *c, int status, const char *content_type, const char *extra,
@@ -155,8 +208,19 @@ void http_respond_with(struct http_conn *c, int status, const char *content_type
     memcpy(c->out, head, (size_t)n);
     if (len > 0)
         memcpy(c->out + n, body, len);
-    uv_buf_t b = uv_buf_init(c->out, (unsigned)((size_t)n + len));
     uv_read_stop((uv_stream_t *)&c->tcp);
+    if (c->tls != NULL) {
+        /* The answer, then close_notify, as records: the connection
+         * closes once they are written. */
+        if (tls_write(c->tls, c->out, (size_t)n + len) != 0) {
+            conn_close(c);
+            return;
+        }
+        tls_shutdown(c->tls);
+        send_records(c, true);
+        return;
+    }
+    uv_buf_t b = uv_buf_init(c->out, (unsigned)((size_t)n + len));
     c->wreq.data = c;
     if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, write_cb) != 0) {
         conn_close(c);
@@ -311,6 +375,50 @@ static void alloc_cb(uv_handle_t *hd, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init(c->buf, sizeof(c->buf));
 }
 
+/* Parse n bytes of the request; false once it is answered or closed. */
+static bool parse(struct http_conn *c, const char *data, size_t n)
+{
+    c->seen += n;
+    size_t used = http_parser_execute(&c->parser, &settings, data, n);
+    if (c->complete || c->closing)
+        return false;
+    if (HTTP_PARSER_ERRNO(&c->parser) != HPE_OK || used != n) {
+        respond_text(c, 400, "bad request\n");
+        return false;
+    }
+    return true;
+}
+
+/* HTTPS: feed what was read to TLS, parse the plaintext it yields, and
+ * write the records it makes (the handshake's). A failed handshake is
+ * logged and closed once its alert is written. */
+static void read_tls(struct http_conn *c, const char *data, size_t n)
+{
+    char plain[4096];
+    long got = 0;
+    if (tls_feed(c->tls, data, n) != 0) {
+        conn_close(c);
+        return;
+    }
+    while (!c->complete && !c->closing && (got = tls_read(c->tls, plain, sizeof(plain))) > 0)
+        if (!parse(c, plain, (size_t)got))
+            return;
+    if (c->complete || c->closing)
+        return;
+    if (got == -TLS_EFAIL) {
+        char q[300];
+        log_event(LOG_INFO, "HTTPS connection refused", "error=%s",
+                  log_quote(tls_error(c->tls), q, sizeof(q)));
+        send_records(c, true);
+        return;
+    }
+    if (got == -TLS_ECLOSED) {
+        conn_close(c);
+        return;
+    }
+    send_records(c, false);
+}
+
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     struct http_conn *c = st->data;
@@ -320,12 +428,11 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     }
     if (c->complete || nread == 0)
         return;
-    c->seen += (size_t)nread;
-    size_t used = http_parser_execute(&c->parser, &settings, buf->base, (size_t)nread);
-    if (c->complete || c->closing)
-        return;
-    if (HTTP_PARSER_ERRNO(&c->parser) != HPE_OK || used != (size_t)nread) {
-        respond_text(c, 400, "bad request\n");
+    if (c->tls != NULL) {
+        read_tls(c, buf->base, (size_t)nread);
+        if (c->complete || c->closing)
+            return;
+    } else if (!parse(c, buf->base, (size_t)nread)) {
         return;
     }
     /* A body over its cap is refused as soon as it passes it; the head
@@ -387,18 +494,23 @@ static void accept_cb(uv_stream_t *listener, int status)
         conn_close(c);
         return;
     }
+    if (h->tls != NULL && (*h->tls == NULL || (c->tls = tls_new(*h->tls)) == NULL)) {
+        conn_close(c);
+        return;
+    }
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
     uv_timer_start(&c->timer, timeout_cb, HTTP_TIMEOUT_MS, 0);
     uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
 }
 
-int http_server_new(uv_loop_t *loop, const struct sockaddr *sa, http_request_cb *cb, void *priv,
-                    struct http_server **out)
+int http_server_new(uv_loop_t *loop, const struct sockaddr *sa, struct tls_ctx *const *tls,
+                    http_request_cb *cb, void *priv, struct http_server **out)
 {
     struct http_server *h = calloc(1, sizeof(*h));
     if (h == NULL)
         return UV_ENOMEM;
+    h->tls = tls;
     h->cb = cb;
     h->priv = priv;
     uv_tcp_init(loop, &h->tcp);

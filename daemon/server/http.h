@@ -12,6 +12,7 @@
 
 struct http_server;
 struct http_conn;
+struct tls_ctx;
 
 /* The most body a request may carry (a larger one is answered 413). */
 #define HTTP_BODY_MAX 65536
@@ -32,9 +33,12 @@ enum http_header {
  * without its query; both strings live only during the call. */
 typedef void http_request_cb(void *priv, struct http_conn *c, const char *method, const char *path);
 
-/* Listen on sa. 0 or a negative libuv error. */
-int http_server_new(uv_loop_t *loop, const struct sockaddr *sa, http_request_cb *cb, void *priv,
-                    struct http_server **out);
+/* Listen on sa: HTTPS when tls is not NULL (each connection is accepted
+ * with the context *tls holds then, so a reload that replaces it serves
+ * new connections; a connection arriving while it is NULL is closed),
+ * plain HTTP otherwise. 0 or a negative libuv error. */
+int http_server_new(uv_loop_t *loop, const struct sockaddr *sa, struct tls_ctx *const *tls,
+                    http_request_cb *cb, void *priv, struct http_server **out);
 
 /* Stop listening and close every connection (the memory goes in the close
  * callbacks). Returns NULL. */

@@ -573,7 +573,8 @@ int metrics_new(struct server *s, const char *addr, struct metrics **out)
         if ((m->api = api_new(s)) == NULL) {
             free(m);
             rc = UV_ENOMEM;
-        } else if ((rc = http_server_new(s->loop, (struct sockaddr *)&sa, request_cb, m,
+        } else if ((rc = http_server_new(s->loop, (struct sockaddr *)&sa,
+                                         s->cfg->http_tls ? &s->tls : NULL, request_cb, m,
                                          &m->http)) != 0) {
             api_free(m->api);
             free(m);
@@ -583,8 +584,9 @@ int metrics_new(struct server *s, const char *addr, struct metrics **out)
         log_event(LOG_ERROR, "cannot serve metrics", "metrics=%s error=%s", addr, uv_err_name(rc));
         return rc;
     }
-    log_event(LOG_INFO, "serving metrics and the dashboard", "metrics=%s path=/metrics dashboard=/",
-              addr);
+    log_event(LOG_INFO, "serving metrics and the dashboard",
+              "metrics=%s scheme=%s path=/metrics dashboard=/", addr,
+              s->cfg->http_tls ? "https" : "http");
     *out = m;
     return 0;
 }

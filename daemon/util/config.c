@@ -68,6 +68,8 @@ const struct config_key config_keys[] = {
      "mutual TLS: refuse a TLS client without a certificate from tls-ca"},
     {"tls-only", CONFIG_BOOL, OFF(tls_only), 0, 1, "false", CONFIG_RELOAD,
      "refuse plain (non-TLS) connections on the TCP listener"},
+    {"http-tls", CONFIG_BOOL, OFF(http_tls), 0, 1, "false", CONFIG_NONE,
+     "the HTTP listener (metrics, dashboard) speaks HTTPS only, with tls-cert"},
     {"max-clients", CONFIG_SIZE, OFF(max_clients), 1, 1000000, "20000", CONFIG_RELOAD,
      "connections at once"},
     {"max-line", CONFIG_SIZE, OFF(max_line), 64, 1u << 30, "1048576", CONFIG_RELOAD,
@@ -635,6 +637,7 @@ static int finish_tls(struct config *c, char *err, size_t errlen)
         {OFF(tls_cert), OFF(tls_ca), false, "tls-cert", "tls-ca"},
         {OFF(tls_ca), OFF(tls_verify_client), true, "tls-ca", "tls-verify-client"},
         {OFF(tls_cert), OFF(tls_only), true, "tls-cert", "tls-only"},
+        {OFF(tls_cert), OFF(http_tls), true, "tls-cert", "http-tls"},
     };
     for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {
         const char *base = (const char *)c;

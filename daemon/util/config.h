@@ -56,6 +56,7 @@ struct config {
     char *tls_ca;           /* PEM CAs that client certificates must chain to */
     bool tls_verify_client; /* mutual TLS: refuse a client without a valid certificate */
     bool tls_only;          /* refuse plain connections on the TCP listener */
+    bool http_tls;          /* the HTTP listener speaks HTTPS only (same files) */
 
     /* Not settings of their own: what config_finish derived. */
     char *redis_password; /* from redis-password-file, or NULL */

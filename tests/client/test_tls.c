@@ -95,7 +95,15 @@ static void start(const char *const *extra)
 
 /* A blocking TLS connection with OpenSSL directly: the server's
  * certificate is verified against certs.ca. NULL if the handshake fails. */
+static SSL *raw_tls_to(int port, SSL_CTX **ctx_out);
+
 static SSL *raw_tls(SSL_CTX **ctx_out)
+{
+    return raw_tls_to(fx_emqd.port, ctx_out);
+}
+
+/* raw_tls to another port of the daemon (its HTTP listener). */
+static SSL *raw_tls_to(int port, SSL_CTX **ctx_out)
 {
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     cr_assert_not_null(ctx);
@@ -104,7 +112,7 @@ static SSL *raw_tls(SSL_CTX **ctx_out)
     cr_assert_eq(SSL_CTX_use_certificate_file(ctx, certs.client, SSL_FILETYPE_PEM), 1);
     cr_assert_eq(SSL_CTX_use_PrivateKey_file(ctx, certs.client_key, SSL_FILETYPE_PEM), 1);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)fx_emqd.port)};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     sa.sin_addr.s_addr = htonl(0x7f000001);
     cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     SSL *ssl = SSL_new(ctx);
@@ -553,7 +561,7 @@ Test(tls, settings_that_need_each_other)
     snprintf(no_key, sizeof(no_key), "--tls-cert %s", certs.server);
     snprintf(no_ca, sizeof(no_ca), "--tls-cert %s --tls-key %s --tls-verify-client", certs.server,
              certs.server_key);
-    const char *const bad[] = {no_key, "--tls-only", no_ca};
+    const char *const bad[] = {no_key, "--tls-only", no_ca, "--http-tls"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         snprintf(cmd, sizeof(cmd), "%s --redis redis://127.0.0.1:%d %s >/dev/null 2>&1", bin,
                  fx_redis.port, bad[i]);
@@ -592,4 +600,60 @@ Test(tls, mtls_protects_a_non_loopback_listen)
         0, "emqd refused a non-loopback listen protected by client certificates");
     await(tls_ping(certs.client, certs.client_key), "a client with a certificate served");
     cr_assert(emqd_log_has(&fx_emqd, "protection=mtls"), "the protection was not logged");
+}
+
+/* One HTTPS request to the daemon's HTTP listener: the whole answer
+ * (the daemon closes after it) into buf; its length. */
+static size_t https_get(const char *path, char *buf, size_t cap)
+{
+    SSL_CTX *ctx;
+    SSL *ssl = raw_tls_to(fx_emqd.metrics_port, &ctx);
+    cr_assert_not_null(ssl, "no TLS handshake on the HTTP listener");
+    char cn[128];
+    peer_cn(ssl, cn, sizeof(cn));
+    cr_assert_str_eq(cn, "emqd-one", "the HTTP listener showed %s", cn);
+    char req[256];
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path);
+    cr_assert_eq(SSL_write(ssl, req, n), n);
+    size_t got = 0;
+    int r;
+    while (got + 1 < cap && (r = SSL_read(ssl, buf + got, (int)(cap - 1 - got))) > 0)
+        got += (size_t)r;
+    buf[got] = '\0';
+    raw_close(ssl, ctx);
+    return got;
+}
+
+/* http-tls: the HTTP listener (metrics, the dashboard) speaks HTTPS with
+ * the protocol listener's certificate, and a plain HTTP request gets no
+ * HTTP answer from it. */
+Test(tls, the_http_listener_speaks_https)
+{
+    const char *const extra[] = {TLS_ARGS, "--http-tls", NULL};
+    start(extra);
+    static char page[1 << 20];
+    https_get("/metrics", page, sizeof(page));
+    cr_assert(strncmp(page, "HTTP/1.1 200", 12) == 0, "GET /metrics: %.200s", page);
+    cr_assert_not_null(strstr(page, "emqd_"), "no metrics in %.300s", page);
+    https_get("/", page, sizeof(page));
+    cr_assert(strncmp(page, "HTTP/1.1 200", 12) == 0, "GET /: %.200s", page);
+    cr_assert_not_null(strstr(page, "text/html"), "the dashboard page: %.300s", page);
+
+    /* Plain HTTP on it: refused by the TLS layer, never answered. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)fx_emqd.metrics_port)};
+    sa.sin_addr.s_addr = htonl(0x7f000001);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    static const char plain[] = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    cr_assert_eq(send(fd, plain, sizeof(plain) - 1, 0), (ssize_t)(sizeof(plain) - 1));
+    char first[8] = {0};
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, wait_deadline_ms(0)) == 1)
+        (void)recv(fd, first, sizeof(first) - 1, MSG_PEEK);
+    cr_assert(strncmp(first, "HTTP/", 5) != 0, "a plain request was answered over HTTPS");
+    cr_assert(raw_closed(fd, wait_deadline_ms(0)), "the plain connection stayed open");
+    close(fd);
+    /* The protocol listener is unaffected. */
+    cr_assert(tls_ping(certs.client, certs.client_key));
 }
