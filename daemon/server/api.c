@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "backoff.h"
 #include "client.h"
 #include "cmd.h"
 #include "errors.h"
@@ -488,7 +489,7 @@ static bool op_name_ok(const char *op)
 /* The checks before a request becomes a line, in the order of
  * proto/HTTP.md section 4. The op offered, or NULL when c was refused
  * (answered here). */
-static const struct api_op *gate(const struct server *s, struct http_conn *c, const char *method,
+static const struct api_op *gate(struct server *s, struct http_conn *c, const char *method,
                                  const char *op)
 {
     const char *why;
@@ -521,11 +522,31 @@ static const struct api_op *gate(const struct server *s, struct http_conn *c, co
     const char *tok = bearer(c, &tlen);
     enum tokens_role role;
     const struct token *line;
+    /* Failed tokens count against the peer's address as failed hellos
+     * do (backoff.h): guessing through the page costs the same time as
+     * guessing through the protocol, and shares its windows. */
+    char peer[64], kb[64];
+    const char *addr = backoff_key(http_peer(c, peer, sizeof(peer)), false, kb, sizeof(kb));
+    uint64_t now = uv_now(s->loop);
+    if (server_auth_required(s)) {
+        uint64_t wait = backoff_wait(&s->backoff, addr, now);
+        if (wait > 0) {
+            snprintf(msg, sizeof(msg),
+                     "too many failed token checks from this address: try again in %llu ms",
+                     (unsigned long long)wait);
+            refuse(c, 401, WIRE_EAUTH, msg);
+            return NULL;
+        }
+    }
     if (!api_auth(s, tok, tlen, &role, &line)) {
-        log_event(LOG_INFO, "dashboard request refused: bad or missing token", "op=%.32s", op);
+        log_event(LOG_INFO, "dashboard request refused: bad or missing token", "op=%.32s peer=%s",
+                  op, addr);
+        backoff_failed(&s->backoff, addr, now, s->cfg->auth_backoff_ms);
         refuse(c, 401, WIRE_EAUTH, "bad or missing token (Authorization: Bearer ...)");
         return NULL;
     }
+    if (server_auth_required(s))
+        backoff_passed(&s->backoff, addr);
     if (!body_is_json(c)) {
         refuse(c, 415, WIRE_EPROTO, "the body must be Content-Type: application/json");
         return NULL;

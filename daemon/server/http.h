@@ -60,6 +60,10 @@ const char *http_header(const struct http_conn *c, enum http_header h, size_t *l
 /* The request's body (NUL-terminated, "" when none), its length in *len. */
 const char *http_body(const struct http_conn *c, size_t *len);
 
+/* The peer's address as "IP:PORT" (as the protocol's connections name
+ * theirs), "?:0" when it cannot be had; into buf. */
+const char *http_peer(const struct http_conn *c, char *buf, size_t cap);
+
 void http_conn_ref(struct http_conn *c);
 void http_conn_unref(struct http_conn *c);
 

@@ -281,6 +281,39 @@ Test(dashboard_api, the_gate_refuses_forged_and_unauthenticated_requests)
     tc_close(c);
 }
 
+/* Failed tokens over /api count against the address as failed hellos
+ * do: five open a window (an hour here, so nothing depends on timing) in
+ * which the right token is refused too, over /api and over hello, and
+ * the request reaches nothing. */
+Test(dashboard_api, failed_tokens_back_off_the_address_as_hellos_do)
+{
+    const char *const extra[] = {"--token", "s3cret", "--auth-backoff-ms", "3600000", NULL};
+    cr_assert_eq(redis_server_start(&fx_redis, NULL), 0);
+    cr_assert_eq(emqd_start(&fx_emqd, fx_redis.port, extra), 0);
+    struct tc_conn *c = fx_conn();
+    json_decref(OK(c, "{\"op\":\"hello\",\"protocol\":1,\"token\":\"s3cret\"}"));
+    json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"bq\",\"payload\":1,\"group\":\"TENa\"}"));
+    const char *pause = "{\"queue\":\"bq\",\"group\":\"TENa\"}";
+    /* A right token first: the count starts at none. */
+    json_decref(
+        ok_body(api("Authorization: Bearer s3cret\r\n", "depth", "{\"queue\":\"bq\"}", 200)));
+    for (int i = 0; i < 5; i++)
+        assert_error_body(api("Authorization: Bearer wrong\r\n", "pause", pause, 401), "EAUTH");
+    char *body = api("Authorization: Bearer s3cret\r\n", "pause", pause, 401);
+    assert_error_body(body, "EAUTH");
+    cr_assert(strstr(body, "too many failed token checks from this address") != NULL, "%s", body);
+    cr_assert(!paused(c, "bq", "TENa"), "a refused request paused the group");
+    /* The window is the address's: a hello with the right token waits too. */
+    struct tc_conn *h = fx_conn();
+    json_t *r = tc_call(h, "{\"op\":\"hello\",\"protocol\":1,\"token\":\"s3cret\"}");
+    assert_err(r, "EAUTH");
+    cr_assert(strstr(jstr(r, "message"), "too many failed hellos from this address") != NULL, "%s",
+              jstr(r, "message"));
+    json_decref(r);
+    tc_close(h);
+    tc_close(c);
+}
+
 /* Without a token, a page of another site whose name points at
  * 127.0.0.1 (DNS rebinding) is same-origin by the browser's lights: its
  * Host gives it away. */
