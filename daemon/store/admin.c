@@ -603,5 +603,7 @@ int store_queues_add(struct pool *p, const char *name, size_t len)
         return -EINVAL;
     const char *argv[] = {"SADD", STORE_QUEUES_KEY, name};
     const size_t lens[] = {4, sizeof(STORE_QUEUES_KEY) - 1, len};
-    return pool_command(p, NULL, 3, argv, lens, ignore_cb, NULL);
+    /* A write: with replica-acks it is confirmed by WAIT like a script
+     * that writes, so a failover does not quietly drop a registration. */
+    return pool_command_write(p, NULL, 3, argv, lens, ignore_cb, NULL);
 }

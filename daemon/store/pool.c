@@ -213,7 +213,9 @@ int pool_req_write(struct pool_conn *c, struct pool_req *r)
         return -1;
     }
     req_link(c, r);
-    if (c->pool->replica_acks > 0 && r->script >= 0)
+    /* A read (a no-writes script, a plain read) has nothing for a
+     * replica to confirm: no WAIT, no round trip. */
+    if (c->pool->replica_acks > 0 && r->writes)
         pool_ack_write(c, r);
     return 0;
 }
@@ -447,6 +449,7 @@ int pool_script(struct pool *p, struct pool_route *rt, enum script_id id, const 
                            .cb = cb,
                            .priv = priv,
                            .script = id,
+                           .writes = s->writes,
                            .slot = -1,
                            .target = -1,
                            .len = len,
@@ -487,8 +490,10 @@ struct pool_req *pool_req_new_command(struct pool *p, int argc, const char **arg
     return r;
 }
 
-int pool_command(struct pool *p, struct pool_route *rt, int argc, const char **argv,
-                 const size_t *lens, pool_reply_cb *cb, void *priv)
+/* pool_command and pool_command_write: writes says whether replica-acks
+ * follows it with WAIT. */
+static int command_submit(struct pool *p, struct pool_route *rt, int argc, const char **argv,
+                          const size_t *lens, pool_reply_cb *cb, void *priv, bool writes)
 {
     int err = req_check(p, argc, argv, cb);
     if (err < 0)
@@ -498,10 +503,23 @@ int pool_command(struct pool *p, struct pool_route *rt, int argc, const char **a
     struct pool_req *r = pool_req_new_command(p, argc, argv, lens, cb, priv);
     if (r == NULL)
         return -ENOMEM;
+    r->writes = writes;
     if (p->cluster && argc > 1)
         r->slot = pool_key_slot(argv[1], arg_len(argv, lens, 1));
     req_submit(p, rt, r);
     return 0;
+}
+
+int pool_command(struct pool *p, struct pool_route *rt, int argc, const char **argv,
+                 const size_t *lens, pool_reply_cb *cb, void *priv)
+{
+    return command_submit(p, rt, argc, argv, lens, cb, priv, false);
+}
+
+int pool_command_write(struct pool *p, struct pool_route *rt, int argc, const char **argv,
+                       const size_t *lens, pool_reply_cb *cb, void *priv)
+{
+    return command_submit(p, rt, argc, argv, lens, cb, priv, true);
 }
 
 int pool_command_on(struct pool_conn *c, int argc, const char **argv, const size_t *lens,

@@ -54,9 +54,11 @@ struct pool_config {
     uint64_t backoff_min_ms;       /* first reconnect delay; default 50 */
     uint64_t backoff_max_ms;       /* the delay doubles up to this; default 2000 */
     const struct pool_seed *seeds; /* cluster mode: nseeds seed nodes (copied) */
-    /* > 0: a script call's reply is delivered only once WAIT replica_acks
-     * (timeout_ms / 2), sent right after it on its connection, says that
-     * many replicas have its writes; fewer: POOL_EUNAVAILABLE. */
+    /* > 0: the reply of a call that may write (a script not shipped as
+     * no-writes, pool_command_write) is delivered only once WAIT
+     * replica_acks (timeout_ms / 2), sent right after it on its
+     * connection, says that many replicas have its writes; fewer:
+     * POOL_EUNAVAILABLE. Reads get no WAIT. */
     int replica_acks;
     int nseeds;
 };
@@ -113,7 +115,7 @@ struct pool_stats {
     uint64_t moved;      /* requests resent after MOVED (cluster) */
     uint64_t asked;      /* requests resent with ASKING after ASK (cluster) */
     uint64_t tryagain;   /* requests resent after TRYAGAIN (cluster, a slot half moved) */
-    uint64_t unacked;    /* script calls failed because WAIT saw too few replicas */
+    uint64_t unacked;    /* writing calls failed because WAIT saw too few replicas */
     uint64_t map_loads;  /* slot maps read (CLUSTER SLOTS answered) */
     int nodes;           /* servers served by: 1, or on a cluster the masters of the slot map */
     int connected;       /* ready command connections */
@@ -153,6 +155,13 @@ int pool_script(struct pool *p, struct pool_route *rt, enum script_id id, const 
  * to a connection of the owner of the slot of its first key (argv[1]). */
 int pool_command(struct pool *p, struct pool_route *rt, int argc, const char **argv,
                  const size_t *lens, pool_reply_cb *cb, void *priv);
+
+/* pool_command for a command that writes (the registry's SADD): with
+ * replica-acks it is followed by WAIT like a script that writes, and
+ * fails POOL_EUNAVAILABLE when too few replicas confirm it. pool_command
+ * is for reads and commands that replicate nothing: no WAIT. */
+int pool_command_write(struct pool *p, struct pool_route *rt, int argc, const char **argv,
+                       const size_t *lens, pool_reply_cb *cb, void *priv);
 
 /* Subscribe to channel (copied) on the pool's dedicated pub/sub
  * connection, opened on first use and resubscribed after every reconnect.

@@ -53,6 +53,7 @@ struct pool_req {
     int redirects;     /* cluster: MOVED and ASK followed so far */
     bool asking;       /* cluster: answered ASK, resent with ASKING before it */
     bool pinned;       /* sent on one connection (pool_command_on): never moved */
+    bool writes;       /* it may write: replica-acks follows it with WAIT */
     /* replica-acks: the WAIT written after this script call (its priv is
      * this request), and this call's reply kept until WAIT answers. A
      * WAIT whose call went another way (failed, resent) is detached: its
