@@ -1,7 +1,7 @@
 /* pool: N async hiredis connections on one libuv loop that run the embedded
  * lane scripts (EVALSHA, falling back to EVAL on NOSCRIPT) and plain
  * commands, with per-request deadlines, reconnect with backoff, and one
- * extra connection for pub/sub.
+ * subscriber connection per node for sharded pub/sub.
  *
  * Everything happens on the loop's thread and nothing blocks it: Redis is
  * reached by IP literal or unix socket only, and every deadline is a
@@ -163,8 +163,10 @@ int pool_command(struct pool *p, struct pool_route *rt, int argc, const char **a
 int pool_command_write(struct pool *p, struct pool_route *rt, int argc, const char **argv,
                        const size_t *lens, pool_reply_cb *cb, void *priv);
 
-/* Subscribe to channel (copied) on the pool's dedicated pub/sub
- * connection, opened on first use and resubscribed after every reconnect.
+/* Subscribe to channel (copied; sharded pub/sub, SSUBSCRIBE: the channel
+ * is in its hash tag's slot) on the subscriber connection of the node
+ * serving that slot, opened on first use, and subscribe again after every
+ * reconnect and wherever the slot moves.
  * on_message runs for each message; msg is valid only during the call.
  * It also runs with msg NULL each time the subscription is (re)made: what
  * was published while it was down is lost, so the caller should look.

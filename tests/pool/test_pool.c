@@ -651,15 +651,16 @@ static void message_cb(void *priv, const char *channel, const char *msg, size_t 
     snprintf(inbox.last, sizeof(inbox.last), "%.*s", (int)len, msg);
 }
 
-/* Once the pool has (re)subscribed `subscribed` times in all, one PUBLISH
- * of text on chan must arrive. */
+/* Once the pool has (re)subscribed `subscribed` times in all, one SPUBLISH
+ * of text on chan (what the scripts send: wakes are sharded pub/sub) must
+ * arrive. */
 static void publish_once_subscribed(int subscribed, const char *chan, const char *text)
 {
     struct call pub = {0};
     RUN_UNTIL(inbox.subscribed >= subscribed);
     cr_assert_eq(inbox.subscribed, subscribed, "never (re)subscribed: %s", pool_last_error(w.pool));
     inbox.count = 0;
-    cr_assert_eq(command(&pub, "PUBLISH", chan, text), 0);
+    cr_assert_eq(command(&pub, "SPUBLISH", chan, text), 0);
     RUN_UNTIL(inbox.count > 0 && pub.calls);
     cr_assert_eq(pub.status, 0);
     cr_assert_eq(pub.integer, 1, "one subscriber at Redis");
