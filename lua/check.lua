@@ -8,6 +8,7 @@
 -- but not seen on it. A step examines about ARGV[4] items (keys, members,
 -- groups or lanes) and changes nothing, so Redis never runs one for long
 -- and every violation it reports held when it ran.
+-- flags: no-writes (it only reads; Redis refuses a write; scripts/embed_lua.py)
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 step, 3 cursor ('' to start), 4 budget (items, >= 1),
 --        5... the step's list:

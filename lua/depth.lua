@@ -1,4 +1,5 @@
 -- depth: the pending count of one group's lane, or of the flat set.
+-- flags: no-writes (it only reads; Redis refuses a write; scripts/embed_lua.py)
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 group ('' = the flat set)
 -- Returns the count.

@@ -69,11 +69,12 @@ local function lane_key(g) return PFX .. 'g:' .. g .. ':pending' end
 local function lane_active_key(g) return PFX .. 'g:' .. g .. ':active' end
 
 -- Wake parked consumers: a bounded token list for BLPOP-style waiters and a
--- publish so every daemon on this Redis hears it.
+-- sharded publish (its channel is in the queue's slot) so every daemon
+-- subscribed on this queue's node hears it.
 local function wake()
   call('LPUSH', K_WAKE, '1')
   call('LTRIM', K_WAKE, 0, 63)
-  call('PUBLISH', K_WAKE, PFX)
+  call('SPUBLISH', K_WAKE, PFX)
 end
 
 local function gactive(g)
@@ -130,7 +131,7 @@ end
 -- short of its count only then), and scripts run one at a time, so a lane
 -- joining a non-empty ring has no one to wake: the ring being non-empty
 -- means its first lane already woke them. With many one-job tenants this
--- saves the LPUSH, LTRIM and PUBLISH (and a daemon-side pump) per job.
+-- saves the LPUSH, LTRIM and SPUBLISH (and a daemon-side pump) per job.
 local function ring_push(g)
   if call('RPUSH', K_RING, g) == 1 then wake() end
 end
@@ -143,7 +144,7 @@ local function throttle(g, due)
   call('ZADD', K_THROTTLED, due, g)
   local first = call('ZRANGE', K_THROTTLED, 0, 0)
   if first[1] == g then
-    call('PUBLISH', K_WAKE, 'due:' .. int(math.max(0, math.ceil(due - clock()))))
+    call('SPUBLISH', K_WAKE, 'due:' .. int(math.max(0, math.ceil(due - clock()))))
   end
 end
 

@@ -1,5 +1,6 @@
 -- stats: queue-wide totals. Admin use: O(groups) (it sums the lanes of the
 -- group registry).
+-- flags: no-writes (it only reads; Redis refuses a write; scripts/embed_lua.py)
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix
 -- Returns {pending, active, delayed, dead, ring, groups, paused, flat}:

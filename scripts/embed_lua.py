@@ -20,6 +20,12 @@ release, extend, reap, promote, drain, dead, the levers): each adds at most
 a few bytes per job, and consumers must be able to drain the backlog that
 would free the memory. enqueue, which adds jobs, has no flag: Redis
 refuses it then, and emqd answers EFULL.
+
+A script whose header has the line "-- flags: no-writes" only reads: it is
+shipped with "#!lua flags=no-writes" (Redis then refuses any write it would
+make, so the flag cannot be wrong without a test failing) and its table row
+has .writes = false. The pool follows only calls that may write with
+replica-acks' WAIT: a read has nothing for a replica to confirm.
 """
 import hashlib
 import os
@@ -28,6 +34,16 @@ import sys
 
 
 FLAG_OOM = "-- flags: allow-oom"
+FLAG_READ = "-- flags: no-writes"
+
+
+def has_flag(body, flag):
+    return any(ln.startswith(flag) for ln in body.splitlines()[:12])
+
+
+def reads_only(path):
+    with open(path, encoding="utf-8") as f:
+        return has_flag(f.read(), FLAG_READ)
 
 
 def shipped(lib, path, shebang=True):
@@ -36,8 +52,11 @@ def shipped(lib, path, shebang=True):
     with open(path, encoding="utf-8") as f:
         body = f.read()
     head = ""
-    if shebang and any(ln.startswith(FLAG_OOM) for ln in body.splitlines()[:12]):
+    if shebang and has_flag(body, FLAG_OOM):
         head = "#!lua flags=allow-oom\n"
+    elif shebang and has_flag(body, FLAG_READ):
+        # no-writes implies allow-oom in Redis 7: a read runs out of memory.
+        head = "#!lua flags=no-writes\n"
     return head + prelude + "\n" + body
 
 
@@ -62,7 +81,9 @@ def write_table(out_c, out_h, lib, scripts):
         h.write("#include <stddef.h>\n\n")
         h.write("/* One embedded lane script: the prelude plus its body. */\n")
         h.write("struct script {\n    const char *name;\n    const char *source;\n")
-        h.write("    size_t length;\n    const char *sha1; /* 40 hex digits */\n};\n\n")
+        h.write("    size_t length;\n    const char *sha1; /* 40 hex digits */\n")
+        h.write("    _Bool writes; /* false: shipped as no-writes, never followed by WAIT */\n")
+        h.write("};\n\n")
         h.write("enum script_id {\n")
         for n in names:
             h.write("    SCRIPT_%s,\n" % n.upper())
@@ -80,6 +101,7 @@ def write_table(out_c, out_h, lib, scripts):
             c.write("        .source =\n%s,\n" % c_string(src))
             c.write("        .length = %d,\n" % len(raw))
             c.write('        .sha1 = "%s",\n' % hashlib.sha1(raw).hexdigest())
+            c.write("        .writes = %d,\n" % (0 if reads_only(p) else 1))
             c.write("    },\n")
         c.write("};\n")
 

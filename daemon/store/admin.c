@@ -611,7 +611,9 @@ static int queues_change(struct pool *p, struct pool_route *rt, const char *verb
         return -EINVAL;
     const char *argv[] = {verb, STORE_QUEUES_KEY, name};
     const size_t lens[] = {4, sizeof(STORE_QUEUES_KEY) - 1, len};
-    return pool_command(p, rt, 3, argv, lens, ignore_cb, NULL);
+    /* A write: with replica-acks it is confirmed by WAIT like a script
+     * that writes, so a failover does not quietly drop a registration. */
+    return pool_command_write(p, rt, 3, argv, lens, ignore_cb, NULL);
 }
 
 int store_queues_add(struct pool *p, struct pool_route *rt, const char *name, size_t len)

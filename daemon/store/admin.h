@@ -280,8 +280,10 @@ int store_queues_list(struct pool *p, store_queues_cb *cb, void *priv);
 
 /* Add a queue name, fire and forget: nobody waits on it, and an add that
  * is lost leaves the name to the next daemon that takes the queue up (or
- * this one, restarted). 0, or -EINVAL (not a valid queue name) or the
- * pool's refusals (pool_command). */
+ * this one, restarted). With replica-acks it is a write WAIT confirms
+ * (pool_command_write); one that too few replicas confirm is counted in
+ * the pool's unacked, not retried. 0, or -EINVAL (not a valid queue
+ * name) or the pool's refusals (pool_command). */
 int store_queues_add(struct pool *p, struct pool_route *rt, const char *name, size_t len);
 
 /* Remove a queue name (a forgotten queue), fire and forget as the add. */

@@ -1,12 +1,13 @@
 /* pool: async hiredis connections on one libuv loop (see pool.h).
  *
  * This file takes requests, spreads them over the ready connections and
- * delivers their replies, runs pub/sub, and closes the pool; each
- * connection's lifecycle is in pool_conn.c, construction in pool_new.c,
- * cluster routing in pool_cluster.c, replica-acks in pool_ack.c and
- * fences in pool_fence.c. One uv_idle_t per pool
- * runs what must not run inside a caller's stack: failing requests that
- * found no connection, up/down notifications, and the close. */
+ * delivers their replies, and closes the pool; each connection's
+ * lifecycle is in pool_conn.c, construction in pool_new.c, cluster
+ * routing in pool_cluster.c, replica-acks in pool_ack.c, fences in
+ * pool_fence.c and wakes (sharded pub/sub) in pool_sub.c. One uv_idle_t
+ * per pool runs what must not run inside a caller's stack: failing
+ * requests that found no connection, up/down notifications, and the
+ * close. */
 #include "pool_internal.h"
 
 #include <arpa/inet.h>
@@ -213,7 +214,9 @@ int pool_req_write(struct pool_conn *c, struct pool_req *r)
         return -1;
     }
     req_link(c, r);
-    if (c->pool->replica_acks > 0 && r->script >= 0)
+    /* A read (a no-writes script, a plain read) has nothing for a
+     * replica to confirm: no WAIT, no round trip. */
+    if (c->pool->replica_acks > 0 && r->writes)
         pool_ack_write(c, r);
     return 0;
 }
@@ -447,6 +450,7 @@ int pool_script(struct pool *p, struct pool_route *rt, enum script_id id, const 
                            .cb = cb,
                            .priv = priv,
                            .script = id,
+                           .writes = s->writes,
                            .slot = -1,
                            .target = -1,
                            .len = len,
@@ -487,8 +491,10 @@ struct pool_req *pool_req_new_command(struct pool *p, int argc, const char **arg
     return r;
 }
 
-int pool_command(struct pool *p, struct pool_route *rt, int argc, const char **argv,
-                 const size_t *lens, pool_reply_cb *cb, void *priv)
+/* pool_command and pool_command_write: writes says whether replica-acks
+ * follows it with WAIT. */
+static int command_submit(struct pool *p, struct pool_route *rt, int argc, const char **argv,
+                          const size_t *lens, pool_reply_cb *cb, void *priv, bool writes)
 {
     int err = req_check(p, argc, argv, cb);
     if (err < 0)
@@ -498,10 +504,23 @@ int pool_command(struct pool *p, struct pool_route *rt, int argc, const char **a
     struct pool_req *r = pool_req_new_command(p, argc, argv, lens, cb, priv);
     if (r == NULL)
         return -ENOMEM;
+    r->writes = writes;
     if (p->cluster && argc > 1)
         r->slot = pool_key_slot(argv[1], arg_len(argv, lens, 1));
     req_submit(p, rt, r);
     return 0;
+}
+
+int pool_command(struct pool *p, struct pool_route *rt, int argc, const char **argv,
+                 const size_t *lens, pool_reply_cb *cb, void *priv)
+{
+    return command_submit(p, rt, argc, argv, lens, cb, priv, false);
+}
+
+int pool_command_write(struct pool *p, struct pool_route *rt, int argc, const char **argv,
+                       const size_t *lens, pool_reply_cb *cb, void *priv)
+{
+    return command_submit(p, rt, argc, argv, lens, cb, priv, true);
 }
 
 int pool_command_on(struct pool_conn *c, int argc, const char **argv, const size_t *lens,
@@ -519,70 +538,6 @@ int pool_command_on(struct pool_conn *c, int argc, const char **argv, const size
     } else if (pool_req_write(c, r) != 0) {
         pool_req_fail_later(p, r);
     }
-    return 0;
-}
-
-/* ---- pub/sub ------------------------------------------------------------- */
-
-static void sub_cb(redisAsyncContext *ac, void *r, void *privdata)
-{
-    struct pool_sub *s = privdata;
-    redisReply *reply = r;
-
-    if (reply == NULL) {
-        /* The context is going; its pool is the one holding ac. */
-        struct pool_conn *c = ac->data;
-        if (c != NULL)
-            pool_conn_gone(c, ac, "connection lost");
-        return;
-    }
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
-        reply->element[0]->type != REDIS_REPLY_STRING)
-        return;
-    const char *kind = reply->element[0]->str;
-    if (strcmp(kind, "message") == 0 && reply->element[2]->type == REDIS_REPLY_STRING)
-        s->cb(s->priv, s->channel, reply->element[2]->str, reply->element[2]->len);
-    else if (strcmp(kind, "subscribe") == 0)
-        /* (Re)subscribed: anything published while we were not listening
-         * is lost, so tell the caller to look for itself. */
-        s->cb(s->priv, s->channel, NULL, 0);
-}
-
-void pool_sub_send(struct pool_conn *c, struct pool_sub *s)
-{
-    const char *argv[2] = {"SUBSCRIBE", s->channel};
-    size_t lens[2] = {9, s->len};
-
-    if (redisAsyncCommandArgv(c->ac, sub_cb, s, 2, argv, lens) != REDIS_OK)
-        pool_conn_fail_soon(c);
-}
-
-int pool_subscribe(struct pool *p, const char *channel,
-                   void (*on_message)(void *priv, const char *channel, const char *msg, size_t len),
-                   void *priv)
-{
-    struct pool_conn *c = p->ps;
-    size_t len;
-    struct pool_sub *s, **tail = &p->subs;
-
-    if (p->closing)
-        return -ESHUTDOWN;
-    if (channel == NULL || on_message == NULL)
-        return -EINVAL;
-    len = strlen(channel);
-    for (; *tail != NULL; tail = &(*tail)->next)
-        if ((*tail)->len == len && memcmp((*tail)->channel, channel, len) == 0)
-            return -EEXIST;
-    s = malloc(sizeof(*s) + len + 1);
-    if (s == NULL)
-        return -ENOMEM;
-    *s = (struct pool_sub){.cb = on_message, .priv = priv, .len = len};
-    memcpy(s->channel, channel, len + 1);
-    *tail = s;
-    if (c->state == CONN_IDLE)
-        pool_conn_start(c);
-    else if (c->state == CONN_READY)
-        pool_sub_send(c, s);
     return 0;
 }
 
@@ -618,10 +573,18 @@ static void pool_fail_queued(struct pool *p)
     }
 }
 
+/* Connection i of p's in use: the command ones, then the subscriber
+ * ones (one per node). */
+static struct pool_conn *conn_at(struct pool *p, int i)
+{
+    return i < pool_nconn(p) ? &p->conns[i] : pool_ps(p, i - pool_nconn(p));
+}
+
 static void pool_close_now(struct pool *p)
 {
-    for (int i = -1; i < pool_nconn(p); i++) {
-        struct pool_conn *c = i < 0 ? p->ps : &p->conns[i];
+    int all = pool_nconn(p) + p->nnodes;
+    for (int i = 0; i < all; i++) {
+        struct pool_conn *c = conn_at(p, i);
         uv_timer_stop(&c->timer);
         if (c->ac != NULL)
             pool_conn_kill(c);
@@ -629,8 +592,8 @@ static void pool_close_now(struct pool *p)
     }
     pool_fail_queued(p);
     p->closed = true;
-    for (int i = -1; i < pool_nconn(p); i++)
-        uv_close((uv_handle_t *)&(i < 0 ? p->ps : &p->conns[i])->timer, pool_handle_close_cb);
+    for (int i = 0; i < all; i++)
+        uv_close((uv_handle_t *)&conn_at(p, i)->timer, pool_handle_close_cb);
     if (p->cluster) {
         uv_close((uv_handle_t *)&p->map_timer, pool_handle_close_cb);
         uv_close((uv_handle_t *)&p->retry_timer, pool_handle_close_cb);

@@ -1,7 +1,7 @@
 /* pool: N async hiredis connections on one libuv loop that run the embedded
  * lane scripts (EVALSHA, falling back to EVAL on NOSCRIPT) and plain
  * commands, with per-request deadlines, reconnect with backoff, and one
- * extra connection for pub/sub.
+ * subscriber connection per node for sharded pub/sub.
  *
  * Everything happens on the loop's thread and nothing blocks it: Redis is
  * reached by IP literal or unix socket only, and every deadline is a
@@ -54,9 +54,11 @@ struct pool_config {
     uint64_t backoff_min_ms;       /* first reconnect delay; default 50 */
     uint64_t backoff_max_ms;       /* the delay doubles up to this; default 2000 */
     const struct pool_seed *seeds; /* cluster mode: nseeds seed nodes (copied) */
-    /* > 0: a script call's reply is delivered only once WAIT replica_acks
-     * (timeout_ms / 2), sent right after it on its connection, says that
-     * many replicas have its writes; fewer: POOL_EUNAVAILABLE. */
+    /* > 0: the reply of a call that may write (a script not shipped as
+     * no-writes, pool_command_write) is delivered only once WAIT
+     * replica_acks (timeout_ms / 2), sent right after it on its
+     * connection, says that many replicas have its writes; fewer:
+     * POOL_EUNAVAILABLE. Reads get no WAIT. */
     int replica_acks;
     int nseeds;
 };
@@ -113,7 +115,7 @@ struct pool_stats {
     uint64_t moved;      /* requests resent after MOVED (cluster) */
     uint64_t asked;      /* requests resent with ASKING after ASK (cluster) */
     uint64_t tryagain;   /* requests resent after TRYAGAIN (cluster, a slot half moved) */
-    uint64_t unacked;    /* script calls failed because WAIT saw too few replicas */
+    uint64_t unacked;    /* writing calls failed because WAIT saw too few replicas */
     uint64_t map_loads;  /* slot maps read (CLUSTER SLOTS answered) */
     int nodes;           /* servers served by: 1, or on a cluster the masters of the slot map */
     int connected;       /* ready command connections */
@@ -154,8 +156,17 @@ int pool_script(struct pool *p, struct pool_route *rt, enum script_id id, const 
 int pool_command(struct pool *p, struct pool_route *rt, int argc, const char **argv,
                  const size_t *lens, pool_reply_cb *cb, void *priv);
 
-/* Subscribe to channel (copied) on the pool's dedicated pub/sub
- * connection, opened on first use and resubscribed after every reconnect.
+/* pool_command for a command that writes (the registry's SADD): with
+ * replica-acks it is followed by WAIT like a script that writes, and
+ * fails POOL_EUNAVAILABLE when too few replicas confirm it. pool_command
+ * is for reads and commands that replicate nothing: no WAIT. */
+int pool_command_write(struct pool *p, struct pool_route *rt, int argc, const char **argv,
+                       const size_t *lens, pool_reply_cb *cb, void *priv);
+
+/* Subscribe to channel (copied; sharded pub/sub, SSUBSCRIBE: the channel
+ * is in its hash tag's slot) on the subscriber connection of the node
+ * serving that slot, opened on first use, and subscribe again after every
+ * reconnect and wherever the slot moves.
  * on_message runs for each message; msg is valid only during the call.
  * It also runs with msg NULL each time the subscription is (re)made: what
  * was published while it was down is lost, so the caller should look.

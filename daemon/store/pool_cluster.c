@@ -137,6 +137,8 @@ static int node_get(struct pool *p, const char *host, int port)
     log_event(LOG_INFO, "cluster node added", "node=%s:%d", host, port);
     for (int j = 0; j < p->size; j++)
         pool_conn_init(p, &p->conns[i * p->size + j], i);
+    pool_conn_init(p, pool_ps(p, i), i); /* started when a wake channel needs it */
+    pool_ps(p, i)->pubsub = true;
     for (int j = 0; j < p->size; j++)
         pool_conn_start(&p->conns[i * p->size + j]);
     return i;
@@ -198,7 +200,8 @@ static void map_cb(void *priv, int status, redisReply *reply)
     p->map_stale = false;
     p->map_read_ms = uv_now(p->loop);
     p->stats.map_loads++;
-    pool_kick(p); /* up, now that the map is known */
+    pool_sub_sync(p); /* wake channels follow their slots */
+    pool_kick(p);     /* up, now that the map is known */
 }
 
 /* Ask a ready connection for the slot map, unless that is already out. */
@@ -238,6 +241,9 @@ static void map_timer_cb(uv_timer_t *t)
 
     if (p->closing)
         return;
+    /* A wake subscription refused or dropped (its slot moved) is placed
+     * again once the map says where. */
+    pool_sub_sync(p);
     if (!p->map_known || p->map_stale || now - p->map_read_ms >= POOL_MAP_REFRESH_MS ||
         (map_node_down(p) && now - p->map_read_ms >= 4 * POOL_MAP_CHECK_MS))
         map_read(p);
@@ -326,6 +332,7 @@ enum pool_redirect pool_cluster_redirect(struct pool *p, struct pool_req *r, int
         p->nodes[to].mapped = true;
         p->map_stale = true; /* one slot moved: others may have too */
         p->stats.moved++;
+        pool_sub_sync(p); /* its wake channel too */
     } else {
         p->stats.asked++;
     }

@@ -33,6 +33,7 @@ struct pool_poll {
     int events;
     bool flush_queued;            /* on pool->flush_first's list */
     bool flushing;                /* inside redisAsyncHandleWrite from the flush */
+    bool raw;                     /* a ready subscriber's: replies read by pool_sub_read */
     struct pool_poll *flush_next; /* that list */
 };
 
@@ -45,7 +46,7 @@ static void conn_down(struct pool_conn *c);
  * while it lasts (with the attempts since), so a Redis that stays away is
  * visible in the log without a line per retry. A Redis still loading its
  * dataset after a restart is expected: info, not warn. */
-static void pool_set_error(const struct pool_conn *c, const char *what, const char *detail)
+void pool_set_error(const struct pool_conn *c, const char *what, const char *detail)
 {
     struct pool *p = c->pool;
     char node[64];
@@ -100,8 +101,12 @@ static void poll_cb(uv_poll_t *h, int status, int events)
         events = pp->events;
         pp->events = 0;
     }
-    if (pp->ac != NULL && (events & UV_READABLE))
-        redisAsyncHandleRead(pp->ac);
+    if (pp->ac != NULL && (events & UV_READABLE)) {
+        if (!pp->raw)
+            redisAsyncHandleRead(pp->ac);
+        else if (pp->ac->data != NULL) /* never hiredis's read: it would assert */
+            pool_sub_read(pp->ac->data);
+    }
     if (pp->ac != NULL && (events & UV_WRITABLE))
         redisAsyncHandleWrite(pp->ac);
 }
@@ -288,10 +293,6 @@ void pool_conn_start(struct pool_conn *c)
     struct pool *p = c->pool;
     redisAsyncContext *ac;
 
-    /* On a cluster the pub/sub connection may be on any node (a PUBLISH
-     * reaches every node of the cluster): after a failure, try the next. */
-    if (c->started && c->pubsub && p->cluster)
-        c->node = (c->node + 1) % p->nnodes;
     if (c->started)
         p->stats.reconnects++;
     c->started = true;
@@ -342,6 +343,8 @@ static void conn_down(struct pool_conn *c)
     }
     if (p->cluster && !c->pubsub)
         pool_cluster_conn_lost(c);
+    if (c->pubsub)
+        pool_sub_conn_lost(c);
     conn_set_state(c, CONN_WAIT);
     uv_timer_start(&c->timer, conn_timer_cb, conn_next_delay(c), 0);
 }
@@ -409,9 +412,12 @@ static void conn_ready(struct pool_conn *c)
         /* On a cluster, requests may have waited for it to connect. */
         pool_conn_release_waiting(c);
     }
-    if (c->pubsub)
-        for (struct pool_sub *s = p->subs; s != NULL && c->state == CONN_READY; s = s->next)
-            pool_sub_send(c, s);
+    if (c->pubsub) {
+        /* Setup has answered and nothing else was sent: from here on its
+         * replies are read raw (pool_sub.c says why). */
+        ((struct pool_poll *)c->ac->ev.data)->raw = true;
+        pool_sub_sync(p);
+    }
 }
 
 static void conn_connect_cb(const redisAsyncContext *ac, int status)

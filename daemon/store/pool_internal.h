@@ -1,6 +1,6 @@
 /* pool_internal: what the pool's files share (see pool.h for the API).
- * pool.c holds requests, pub/sub, the idle handle and close; pool_new.c
- * construction and queries; pool_conn.c each connection's lifecycle, its
+ * pool.c holds requests, the idle handle and close; pool_sub.c pub/sub;
+ * pool_new.c construction and queries; pool_conn.c each connection's lifecycle, its
  * timer and the libuv adapter under its hiredis context; pool_cluster.c
  * the slot map and redirects; pool_ack.c replica-acks; pool_fence.c
  * fences. Only those files include this. */
@@ -14,11 +14,12 @@
 #include <hiredis/async.h>
 #include <uv.h>
 
+#include "map.h"
 #include "pool.h"
 
 /* Where one connection is in its lifecycle (see pool_conn.c). */
 enum conn_state {
-    CONN_IDLE,       /* never started (the pub/sub connection before its first subscribe) */
+    CONN_IDLE,       /* never started (a subscriber connection before its first subscribe) */
     CONN_WAIT,       /* down; the timer starts the next attempt */
     CONN_CONNECTING, /* connect(2) in flight; the timer is the connect deadline */
     CONN_SETUP,      /* AUTH, SELECT, SCRIPT LOAD in flight; the same deadline */
@@ -53,6 +54,7 @@ struct pool_req {
     int redirects;     /* cluster: MOVED and ASK followed so far */
     bool asking;       /* cluster: answered ASK, resent with ASKING before it */
     bool pinned;       /* sent on one connection (pool_command_on): never moved */
+    bool writes;       /* it may write: replica-acks follows it with WAIT */
     /* replica-acks: the WAIT written after this script call (its priv is
      * this request), and this call's reply kept until WAIT answers. A
      * WAIT whose call went another way (failed, resent) is detached: its
@@ -73,7 +75,7 @@ struct pool_conn {
     int node; /* the index of the node it connects to in pool->nodes (0 off a cluster) */
     redisAsyncContext *ac; /* NULL when down; hiredis owns the memory */
     enum conn_state state;
-    bool pubsub;               /* the dedicated pub/sub connection */
+    bool pubsub;               /* a node's subscriber connection (pool_sub.c) */
     bool started;              /* an attempt was made before (for the reconnect count) */
     bool was_ready;            /* it has been ready before (for the recovered count) */
     int setup_step;            /* setup replies received so far */
@@ -124,11 +126,16 @@ struct pool_node {
     bool mapped; /* it owns slots in the last slot map */
 };
 
-/* One channel subscription, replayed on every (re)connect. */
+/* One channel subscription (sharded: SSUBSCRIBE), placed on the
+ * subscriber connection of its slot's owner and placed again on every
+ * reconnect and map change (pool_sub.c). */
 struct pool_sub {
     struct pool_sub *next;
     void (*cb)(void *priv, const char *channel, const char *msg, size_t len);
     void *priv;
+    int node;       /* the node whose subscriber connection it was sent on, or -1 */
+    uint16_t slot;  /* its channel's slot (the queue's) */
+    bool confirmed; /* that node answered "ssubscribe" */
     size_t len;
     char channel[];
 };
@@ -141,10 +148,10 @@ struct pool {
     int port, db, size;
     uint64_t timeout, backoff_min, backoff_max;
     int replica_acks; /* WAIT for this many replicas after each script call (0: none) */
-    /* size command connections per node (nodes_cap of them), then the
-     * pub/sub one (ps); the first nnodes * size are in use. */
+    /* size command connections per node (nodes_cap of them), then one
+     * subscriber connection per node (pool_ps); the first nnodes * size
+     * command connections and nnodes subscriber ones are in use. */
     struct pool_conn *conns;
-    struct pool_conn *ps;
     struct pool_node *nodes; /* nnodes in use, of nodes_cap (1 off a cluster) */
     int nnodes, nodes_cap;
     /* Cluster mode (pool_cluster.c): the slot map (each slot's node index,
@@ -169,6 +176,7 @@ struct pool {
     int open_handles;
     struct pool_req_list failing; /* requests to fail on the next turn */
     struct pool_sub *subs;
+    struct map sub_names; /* channel -> its pool_sub */
     uv_idle_t idle;
     uv_idle_t flush;               /* writes the commands queued this turn */
     struct pool_poll *flush_first; /* contexts with commands to write */
@@ -271,6 +279,12 @@ static inline int pool_nconn(const struct pool *p)
     return p->nnodes * p->size;
 }
 
+/* Node's subscriber connection (initialised once the node is known). */
+static inline struct pool_conn *pool_ps(const struct pool *p, int node)
+{
+    return &p->conns[p->nodes_cap * p->size + node];
+}
+
 /* ---- pool_ack.c ---------------------------------------------------------- */
 
 /* Write WAIT replica_acks right after script call r on c (r->ack_req). */
@@ -351,9 +365,28 @@ void pool_kick(struct pool *p);
  * open, free the pool and run its done callback. */
 void pool_maybe_done(struct pool *p);
 
-/* Send SUBSCRIBE for s on the ready pub/sub connection c; if hiredis
- * refuses it, c is torn down on the next turn. */
-void pool_sub_send(struct pool_conn *c, struct pool_sub *s);
+/* ---- pool_sub.c ---------------------------------------------------------- */
+
+/* Place every subscription on its slot owner's subscriber connection
+ * (after a map change, when a subscriber connection became ready, and on
+ * the map timer: a refused or dropped one is placed again). */
+void pool_sub_sync(struct pool *p);
+
+/* Subscriber connection c is down: its subscriptions are nowhere. */
+void pool_sub_conn_lost(struct pool_conn *c);
+
+/* Raw replies: read what subscriber connection c's socket has and
+ * handle every reply in it (not through hiredis's callbacks, which
+ * cannot take SSUBSCRIBE's pushes). */
+void pool_sub_read(struct pool_conn *c);
+
+/* Free every subscription (the pool is being freed). */
+void pool_sub_free_all(struct pool *p);
+
+/* ---- pool_conn.c: for pool_sub.c ----------------------------------------- */
+
+/* Record and log why c failed (rate-limited, see pool_conn.c). */
+void pool_set_error(const struct pool_conn *c, const char *what, const char *detail);
 
 /* c became ready while requests waited on it: send them. */
 void pool_conn_release_waiting(struct pool_conn *c);

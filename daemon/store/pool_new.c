@@ -61,10 +61,12 @@ int pool_new(uv_loop_t *loop, const struct pool_config *cfg, struct pool **out)
     struct pool *p = calloc(1, sizeof(*p));
     if (p == NULL)
         return -ENOMEM;
+    map_init(&p->sub_names);
     p->cluster = cfg->nseeds > 0;
     p->nodes_cap = p->cluster ? POOL_NODES_MAX : 1;
     p->size = cfg->size;
-    p->conns = calloc((size_t)p->nodes_cap * (size_t)cfg->size + 1, sizeof(*p->conns));
+    /* size command connections and one subscriber connection per node. */
+    p->conns = calloc((size_t)p->nodes_cap * ((size_t)cfg->size + 1), sizeof(*p->conns));
     p->nodes = calloc((size_t)p->nodes_cap, sizeof(*p->nodes));
     if (p->conns == NULL || p->nodes == NULL ||
         pool_dup(&p->host, cfg->host ? cfg->host : "127.0.0.1") < 0 ||
@@ -106,9 +108,8 @@ int pool_new(uv_loop_t *loop, const struct pool_config *cfg, struct pool **out)
     uv_idle_init(loop, &p->flush);
     p->flush.data = p;
     p->open_handles++;
-    p->ps = &p->conns[p->nodes_cap * p->size];
-    pool_conn_init(p, p->ps, 0);
-    p->ps->pubsub = true;
+    pool_conn_init(p, pool_ps(p, 0), 0);
+    pool_ps(p, 0)->pubsub = true;
     p->nnodes = 1;
     for (int i = 0; i < p->size; i++)
         pool_conn_init(p, &p->conns[i], 0);
@@ -131,11 +132,7 @@ err_free:
 
 void pool_free(struct pool *p)
 {
-    while (p->subs != NULL) {
-        struct pool_sub *s = p->subs;
-        p->subs = s->next;
-        free(s);
-    }
+    pool_sub_free_all(p);
     pool_fence_free_all(p);
     pool_cluster_free(p);
     free(p->conns);
@@ -173,8 +170,8 @@ void pool_stats(const struct pool *p, struct pool_stats *out)
 size_t pool_buffered(const struct pool *p)
 {
     size_t n = p->held_bytes;
-    for (int i = -1; i < pool_nconn(p); i++) {
-        const redisAsyncContext *ac = (i < 0 ? p->ps : &p->conns[i])->ac;
+    for (int i = -p->nnodes; i < pool_nconn(p); i++) {
+        const redisAsyncContext *ac = (i < 0 ? pool_ps(p, -i - 1) : &p->conns[i])->ac;
         if (ac == NULL)
             continue;
         /* hiredis keeps a copy of every command until the socket takes

@@ -47,7 +47,7 @@ const struct config_key config_keys[] = {
     {"redis-timeout-ms", CONFIG_U64, OFF(redis_timeout_ms), 10, 600000, "2000", 0,
      "deadline of one backend call"},
     {"replica-acks", CONFIG_INT, OFF(replica_acks), 0, 16, "0", 0,
-     "answer a script call only once WAIT says this many replicas have it (0 = don't wait)"},
+     "answer a call that writes only once WAIT says this many replicas have it (0 = don't wait)"},
     {"log-level", CONFIG_LEVEL, OFF(log_level), 0, 3, "info", CONFIG_RELOAD,
      "error, warn, info or debug"},
     {"metrics", CONFIG_ADDR, OFF(metrics), 0, 0, "none", CONFIG_NONE,

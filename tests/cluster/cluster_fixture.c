@@ -155,3 +155,109 @@ void cf_await_lease_out(const char *job)
     fx_row(job, "lease_until", until, sizeof(until));
     fx_await_past(atoll(until));
 }
+
+/* ---- moving a queue's slot --------------------------------------------- */
+
+static void cf_node_id(int i, char out[48])
+{
+    redisContext *c = redis_cluster_connect(&cf_cluster, i);
+    cr_assert_not_null(c);
+    redisReply *r = redisCommand(c, "CLUSTER MYID");
+    cr_assert(r != NULL && r->type == REDIS_REPLY_STRING && r->len < 48);
+    memcpy(out, r->str, r->len + 1);
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+static void expect_status(redisContext *c, redisReply *r, const char *what)
+{
+    cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS, "%s: %s", what,
+              r == NULL                      ? c->errstr
+              : r->type == REDIS_REPLY_ERROR ? r->str
+                                             : "not a status");
+    freeReplyObject(r);
+}
+
+/* The first half of a slot move: from MIGRATING, to IMPORTING, and every
+ * key of the slot MIGRATEd (in one MIGRATE, so no script sees the queue
+ * half moved). Requests to from now answer ASK. */
+void cf_slot_migrate(int slot, int from, int to)
+{
+    char from_id[48], to_id[48];
+    cf_node_id(from, from_id);
+    cf_node_id(to, to_id);
+    redisContext *f = redis_cluster_connect(&cf_cluster, from);
+    redisContext *t = redis_cluster_connect(&cf_cluster, to);
+    cr_assert(f != NULL && t != NULL);
+    expect_status(t, redisCommand(t, "CLUSTER SETSLOT %d IMPORTING %s", slot, from_id),
+                  "IMPORTING");
+    expect_status(f, redisCommand(f, "CLUSTER SETSLOT %d MIGRATING %s", slot, to_id), "MIGRATING");
+    redisReply *keys = redisCommand(f, "CLUSTER GETKEYSINSLOT %d 100000", slot);
+    cr_assert(keys != NULL && keys->type == REDIS_REPLY_ARRAY);
+    if (keys->elements > 0) {
+        const char **argv = calloc(8 + keys->elements, sizeof(*argv));
+        size_t n = 0;
+        char port[16];
+        cr_assert_not_null(argv);
+        snprintf(port, sizeof(port), "%d", cf_cluster.node[to].port);
+        argv[n++] = "MIGRATE";
+        argv[n++] = "127.0.0.1";
+        argv[n++] = port;
+        argv[n++] = "";
+        argv[n++] = "0";
+        argv[n++] = "10000";
+        argv[n++] = "KEYS";
+        for (size_t i = 0; i < keys->elements; i++)
+            argv[n++] = keys->element[i]->str;
+        expect_status(f, redisCommandArgv(f, (int)n, argv, NULL), "MIGRATE");
+        free(argv);
+    }
+    freeReplyObject(keys);
+    redisFree(f);
+    redisFree(t);
+}
+
+/* Whether node i is a master now. */
+static bool is_master(int i)
+{
+    if (cf_cluster.node[i].pid <= 0)
+        return false;
+    redisContext *c = redis_cluster_connect(&cf_cluster, i);
+    cr_assert_not_null(c);
+    redisReply *r = redisCommand(c, "INFO replication");
+    cr_assert(r != NULL && r->type == REDIS_REPLY_STRING);
+    bool master = strstr(r->str, "role:master") != NULL;
+    freeReplyObject(r);
+    redisFree(c);
+    return master;
+}
+
+/* The second half: every master is told the slot is to's now. Requests
+ * to from answer MOVED. */
+void cf_slot_assign(int slot, int to)
+{
+    char to_id[48];
+    cf_node_id(to, to_id);
+    /* The new owner first, then the others (as redis-cli does). */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < cf_cluster.n; i++) {
+            if ((pass == 0) != (i == to) || !is_master(i))
+                continue;
+            redisContext *c = redis_cluster_connect(&cf_cluster, i);
+            cr_assert_not_null(c);
+            expect_status(c, redisCommand(c, "CLUSTER SETSLOT %d NODE %s", slot, to_id),
+                          "SETSLOT NODE");
+            redisFree(c);
+        }
+    await(redis_cluster_node_for_slot(&cf_cluster, slot) == to, "node %d to own slot %d", to, slot);
+}
+
+/* Another master than m. */
+int cf_other_master(int m)
+{
+    for (int i = 0; i < cf_cluster.n; i++)
+        if (i != m && is_master(i))
+            return i;
+    cr_assert_fail("no other master");
+    return -1;
+}

@@ -71,4 +71,17 @@ void cf_settle(void);
  * lease_until), so that a reap finds it expired. */
 void cf_await_lease_out(const char *job);
 
+/* The first half of a slot move: from MIGRATING, to IMPORTING, and every
+ * key of the slot MIGRATEd (in one MIGRATE, so no script sees the queue
+ * half moved). Requests to from now answer ASK. */
+void cf_slot_migrate(int slot, int from, int to);
+
+/* The second half: every master is told the slot is to's now (the new
+ * owner first, as redis-cli does); returns once the cluster agrees.
+ * Requests to from answer MOVED. */
+void cf_slot_assign(int slot, int to);
+
+/* Another master than m (asserts there is one). */
+int cf_other_master(int m);
+
 #endif

@@ -157,112 +157,6 @@ Test(cluster_daemon, queues_on_every_master_are_served_from_one_seed)
     tc_close(c);
 }
 
-/* ---- moving a queue's slot --------------------------------------------- */
-
-static void node_id(int i, char out[48])
-{
-    redisContext *c = redis_cluster_connect(&cf_cluster, i);
-    cr_assert_not_null(c);
-    redisReply *r = redisCommand(c, "CLUSTER MYID");
-    cr_assert(r != NULL && r->type == REDIS_REPLY_STRING && r->len < 48);
-    memcpy(out, r->str, r->len + 1);
-    freeReplyObject(r);
-    redisFree(c);
-}
-
-static void expect_status(redisContext *c, redisReply *r, const char *what)
-{
-    cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS, "%s: %s", what,
-              r == NULL                      ? c->errstr
-              : r->type == REDIS_REPLY_ERROR ? r->str
-                                             : "not a status");
-    freeReplyObject(r);
-}
-
-/* The first half of a slot move: from MIGRATING, to IMPORTING, and every
- * key of the slot MIGRATEd (in one MIGRATE, so no script sees the queue
- * half moved). Requests to from now answer ASK. */
-static void slot_migrate(int slot, int from, int to)
-{
-    char from_id[48], to_id[48];
-    node_id(from, from_id);
-    node_id(to, to_id);
-    redisContext *f = redis_cluster_connect(&cf_cluster, from);
-    redisContext *t = redis_cluster_connect(&cf_cluster, to);
-    cr_assert(f != NULL && t != NULL);
-    expect_status(t, redisCommand(t, "CLUSTER SETSLOT %d IMPORTING %s", slot, from_id),
-                  "IMPORTING");
-    expect_status(f, redisCommand(f, "CLUSTER SETSLOT %d MIGRATING %s", slot, to_id), "MIGRATING");
-    redisReply *keys = redisCommand(f, "CLUSTER GETKEYSINSLOT %d 100000", slot);
-    cr_assert(keys != NULL && keys->type == REDIS_REPLY_ARRAY);
-    if (keys->elements > 0) {
-        const char **argv = calloc(8 + keys->elements, sizeof(*argv));
-        size_t n = 0;
-        char port[16];
-        cr_assert_not_null(argv);
-        snprintf(port, sizeof(port), "%d", cf_cluster.node[to].port);
-        argv[n++] = "MIGRATE";
-        argv[n++] = "127.0.0.1";
-        argv[n++] = port;
-        argv[n++] = "";
-        argv[n++] = "0";
-        argv[n++] = "10000";
-        argv[n++] = "KEYS";
-        for (size_t i = 0; i < keys->elements; i++)
-            argv[n++] = keys->element[i]->str;
-        expect_status(f, redisCommandArgv(f, (int)n, argv, NULL), "MIGRATE");
-        free(argv);
-    }
-    freeReplyObject(keys);
-    redisFree(f);
-    redisFree(t);
-}
-
-/* Whether node i is a master now. */
-static bool is_master(int i)
-{
-    if (cf_cluster.node[i].pid <= 0)
-        return false;
-    redisContext *c = redis_cluster_connect(&cf_cluster, i);
-    cr_assert_not_null(c);
-    redisReply *r = redisCommand(c, "INFO replication");
-    cr_assert(r != NULL && r->type == REDIS_REPLY_STRING);
-    bool master = strstr(r->str, "role:master") != NULL;
-    freeReplyObject(r);
-    redisFree(c);
-    return master;
-}
-
-/* The second half: every master is told the slot is to's now. Requests
- * to from answer MOVED. */
-static void slot_assign(int slot, int to)
-{
-    char to_id[48];
-    node_id(to, to_id);
-    /* The new owner first, then the others (as redis-cli does). */
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < cf_cluster.n; i++) {
-            if ((pass == 0) != (i == to) || !is_master(i))
-                continue;
-            redisContext *c = redis_cluster_connect(&cf_cluster, i);
-            cr_assert_not_null(c);
-            expect_status(c, redisCommand(c, "CLUSTER SETSLOT %d NODE %s", slot, to_id),
-                          "SETSLOT NODE");
-            redisFree(c);
-        }
-    await(redis_cluster_node_for_slot(&cf_cluster, slot) == to, "node %d to own slot %d", to, slot);
-}
-
-/* Another master than m. */
-static int other_master(int m)
-{
-    for (int i = 0; i < cf_cluster.n; i++)
-        if (i != m && is_master(i))
-            return i;
-    cr_assert_fail("no other master");
-    return -1;
-}
-
 Test(cluster_daemon, a_queue_whose_slot_moves_is_followed_by_ask_then_moved)
 {
     struct cf_queue q[REDIS_CLUSTER_NODES_MAX];
@@ -271,14 +165,14 @@ Test(cluster_daemon, a_queue_whose_slot_moves_is_followed_by_ask_then_moved)
     struct tc_conn *c = tc_connect(cd_emqd.port);
     cr_assert_not_null(c);
     int slot = redis_cluster_slot(q[0].name, strlen(q[0].name)), from = q[0].node;
-    int to = other_master(from);
+    int to = cf_other_master(from);
     round_trip(c, q[0].name, "JOBa1");
 
     /* Mid-move: the queue's keys are on to, from still owns the slot and
      * answers ASK; the daemon resends with ASKING to to, which (a script
      * of several keys, some of them not there, in a slot it imports)
      * answers TRYAGAIN until the move completes; the daemon retries. */
-    slot_migrate(slot, from, to);
+    cf_slot_migrate(slot, from, to);
     cr_assert_eq(node_queue_keys(from, q[0].name), 0);
     char line[256];
     snprintf(line, sizeof(line),
@@ -292,7 +186,7 @@ Test(cluster_daemon, a_queue_whose_slot_moves_is_followed_by_ask_then_moved)
 
     /* Moved: the waiting enqueue completes on to; from answers MOVED
      * once, and the map follows. */
-    slot_assign(slot, to);
+    cf_slot_assign(slot, to);
     json_t *r = tc_read(c, wait_deadline_ms(0));
     assert_ok(r);
     json_decref(r);
@@ -378,7 +272,7 @@ Test(cluster_daemon, pipelined_requests_keep_their_order_while_the_slot_moves)
     cf_place_queues(q, 1);
     cd_start(0);
     int slot = redis_cluster_slot(q[0].name, strlen(q[0].name)), from = q[0].node;
-    int to = other_master(from);
+    int to = cf_other_master(from);
     struct piper pp = {.queue = q[0].name};
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, pipe_main, &pp), 0);
@@ -387,10 +281,10 @@ Test(cluster_daemon, pipelined_requests_keep_their_order_while_the_slot_moves)
      * rounds made under the previous state, so requests are in flight at
      * the daemon whichever request the move bounces. */
     await(atomic_load(&pp.rounds) >= 20 || pp.failure[0], "20 rounds before the move");
-    slot_migrate(slot, from, to);
+    cf_slot_migrate(slot, from, to);
     await(emqd_metric(&cd_emqd, "emqd_pool_asked_total") > 0 || pp.failure[0],
           "requests in flight to be bounced with ASK");
-    slot_assign(slot, to);
+    cf_slot_assign(slot, to);
     int at = atomic_load(&pp.rounds);
     await(atomic_load(&pp.rounds) >= at + 20 || pp.failure[0], "20 rounds after the move");
     atomic_store(&pp.stop, true);
@@ -431,7 +325,7 @@ Test(cluster_daemon, a_busy_queue_whose_slot_moves_loses_nothing)
     cf_place_queues(q, 1);
     cd_start(0);
     int slot = redis_cluster_slot(q[0].name, strlen(q[0].name)), from = q[0].node;
-    int to = other_master(from);
+    int to = cf_other_master(from);
     struct workload wl;
     wl_init(&wl, q[0].name, "rs", 600, 6, 0);
     struct wl_worker w[2];
@@ -441,8 +335,8 @@ Test(cluster_daemon, a_busy_queue_whose_slot_moves_loses_nothing)
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, produce_main, &pp), 0);
     await(atomic_load(&wl.completed_total) >= 100, "100 jobs completed before the move");
-    slot_migrate(slot, from, to);
-    slot_assign(slot, to);
+    cf_slot_migrate(slot, from, to);
+    cf_slot_assign(slot, to);
     pthread_join(th, NULL);
     cr_assert_eq(pp.enqueued, wl.n, "every enqueue was acknowledged");
     cr_assert(wl_await_done(&wl, 0), "every job completed");

@@ -57,23 +57,32 @@ static json_t *call_ok(struct tc_conn *c, const char *fmt, ...)
     return r;
 }
 
-/* Subscribers of queue q's wake channel on the whole cluster (PUBSUB
- * NUMSUB counts a node's own). */
+/* Subscribers of queue q's wake channel on node i (PUBSUB SHARDNUMSUB
+ * counts that node's own; wakes are sharded pub/sub). */
+static long long wake_subscribers_on(int i, const char *q)
+{
+    if (cf_cluster.node[i].pid <= 0)
+        return 0;
+    redisContext *c = redis_cluster_connect(&cf_cluster, i);
+    cr_assert_not_null(c);
+    long long n = redis_wake_subscribers(c, q);
+    redisFree(c);
+    return n;
+}
+
+/* The same on the whole cluster. */
 static long long wake_subscribers(const char *q)
 {
     long long n = 0;
-    for (int i = 0; i < cf_cluster.n; i++) {
-        if (cf_cluster.node[i].pid <= 0)
-            continue;
-        redisContext *c = redis_cluster_connect(&cf_cluster, i);
-        cr_assert_not_null(c);
-        redisReply *r = redisCommand(c, "PUBSUB NUMSUB emq:{%s}:wake", q);
-        cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
-        n += r->element[1]->integer;
-        freeReplyObject(r);
-        redisFree(c);
-    }
+    for (int i = 0; i < cf_cluster.n; i++)
+        n += wake_subscribers_on(i, q);
     return n;
+}
+
+/* Exactly `want` subscribers to q's wakes, all on node: where its slot is. */
+static bool wake_subscribed_on(int node, const char *q, long long want)
+{
+    return wake_subscribers_on(node, q) == want && wake_subscribers(q) == want;
 }
 
 Test(cluster_scenarios, a_stream_on_one_daemon_gets_jobs_enqueued_through_another)
@@ -88,7 +97,9 @@ Test(cluster_scenarios, a_stream_on_one_daemon_gets_jobs_enqueued_through_anothe
         cr_assert_not_null(a[m]);
         json_decref(
             call_ok(a[m], "{\"op\":\"stream\",\"queue\":\"%s\",\"credit\":5%s}", q[m].name, ""));
-        await(wake_subscribers(q[m].name) == 1, "emqd A to listen for %s's wakes", q[m].name);
+        await(wake_subscribed_on(q[m].node, q[m].name, 1),
+              "emqd A to listen for %s's wakes on its slot's owner (node %d) only", q[m].name,
+              q[m].node);
     }
     await(emqd_quiet(&sc_a), "emqd A to have no backend call out");
     /* B starts once A listens (B subscribes too, to the queues the
@@ -155,4 +166,49 @@ Test(cluster_scenarios, a_ceiling_holds_and_expired_leases_are_reaped_on_every_m
         json_decref(r);
     }
     tc_close(c);
+}
+
+/* One job enqueued through b must reach the stream on a: with no upkeep
+ * in the test's time, only the wake can bring it. */
+static void wake_crosses(struct tc_conn *b, struct tc_conn *a, const char *q, const char *payload)
+{
+    json_decref(call_ok(b,
+                        "{\"op\":\"enqueue\",\"queue\":\"%s\",\"group\":\"TENw\","
+                        "\"payload\":\"%s\"}",
+                        q, payload));
+    json_t *p = tc_read(a, wait_deadline_ms(0));
+    cr_assert_not_null(p, "no push on emqd A for %s (%s) enqueued through emqd B", q, payload);
+    cr_assert_str_eq(jstr(p, "push"), "job");
+    cr_assert_str_eq(jstr(p, "payload"), payload);
+    json_decref(p);
+}
+
+Test(cluster_scenarios, a_wake_crosses_daemons_after_the_queue_s_slot_moves)
+{
+    /* The wake channel lives in the queue's slot: once the slot has moved
+     * to another master, both daemons subscribe there (the old owner
+     * drops its shard channels with the slot), and a wake published by a
+     * script on the new owner reaches the stream on the other daemon. */
+    struct cf_queue q[REDIS_CLUSTER_NODES_MAX];
+    cf_place_queues(q, 1);
+    const char *name = q[0].name;
+    int from = q[0].node, to = cf_other_master(from);
+    int slot = redis_cluster_slot(name, strlen(name));
+    sc_start(&sc_a, 0, "3600000");
+    struct tc_conn *a = tc_connect(sc_a.port);
+    cr_assert_not_null(a);
+    json_decref(call_ok(a, "{\"op\":\"stream\",\"queue\":\"%s\",\"credit\":5}", name));
+    await(wake_subscribed_on(from, name, 1), "emqd A to listen on node %d", from);
+    sc_start(&sc_b, cf_cluster.n - 1, "3600000");
+    struct tc_conn *b = tc_connect(sc_b.port);
+    cr_assert_not_null(b);
+    await(wake_subscribed_on(from, name, 2), "both daemons to listen on node %d", from);
+    wake_crosses(b, a, name, "before-move");
+
+    cf_slot_migrate(slot, from, to);
+    cf_slot_assign(slot, to);
+    await(wake_subscribed_on(to, name, 2), "both daemons to listen on node %d, the new owner", to);
+    wake_crosses(b, a, name, "after-move");
+    tc_close(a);
+    tc_close(b);
 }

@@ -142,15 +142,12 @@ static inline void fx_await_quiet(const struct emqd_proc *p)
     await(emqd_quiet(p), "emqd on port %d to have no backend call out", p->port);
 }
 
-/* Subscribers of queue's wake channel at Redis. */
+/* Subscribers of queue's wake channel at Redis (sharded pub/sub). */
 static inline long long fx_wake_subscribers(const char *queue)
 {
     redisContext *rc = redis_server_connect(&fx_redis);
     cr_assert_not_null(rc);
-    redisReply *r = redisCommand(rc, "PUBSUB NUMSUB emq:{%s}:wake", queue);
-    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
-    long long n = r->element[1]->integer;
-    freeReplyObject(r);
+    long long n = redis_wake_subscribers(rc, queue);
     redisFree(rc);
     return n;
 }

@@ -201,8 +201,18 @@ static bool replica_online(redisContext *m)
     return online;
 }
 
-/* replica-acks: a script call's reply is delivered only once WAIT says
- * that many replicas have it. A lone Redis has none: the call fails
+/* pause.lua on group g of k: a script that writes. */
+static int pause_group(struct call *c, const struct keys *k, const char *group)
+{
+    const char *argv[1] = {group};
+    size_t lens[1] = {strlen(group)};
+
+    c->sent_ms = loop_ms();
+    return pool_script(w.pool, NULL, SCRIPT_PAUSE, k, 1, argv, lens, reply_cb, c);
+}
+
+/* replica-acks: a writing script call's reply is delivered only once WAIT
+ * says that many replicas have it. A lone Redis has none: the call fails
  * POOL_EUNAVAILABLE (its WAIT timed out with 0); once a replica is
  * attached and in sync, the same call answers. */
 Test(pool, replica_acks_deliver_a_reply_only_once_a_replica_has_it)
@@ -215,7 +225,7 @@ Test(pool, replica_acks_deliver_a_reply_only_once_a_replica_has_it)
 
     open_pool(&cfg);
     cr_assert_eq(keys_init(&k, "q", 1), 0);
-    cr_assert_eq(depth(&alone, &k, ""), 0);
+    cr_assert_eq(pause_group(&alone, &k, "GRPa"), 0);
     RUN_UNTIL(alone.calls);
     cr_assert_eq(alone.status, POOL_EUNAVAILABLE, "no replica confirmed it");
     pool_stats(w.pool, &st);
@@ -231,14 +241,58 @@ Test(pool, replica_acks_deliver_a_reply_only_once_a_replica_has_it)
     await(replica_online(m), "the replica to be in sync");
     redisFree(m);
     uv_update_time(&w.loop); /* the loop did not run while the test waited */
-    cr_assert_eq(depth(&synced, &k, ""), 0);
+    cr_assert_eq(pause_group(&synced, &k, "GRPa"), 0);
     RUN_UNTIL(synced.calls);
     cr_assert_eq(synced.status, 0, "the replica confirmed it (status %d)", synced.status);
-    cr_assert_eq(synced.type, REDIS_REPLY_INTEGER);
+    cr_assert_neq(synced.type, REDIS_REPLY_ERROR, "pause answered %s", synced.str);
     pool_stats(w.pool, &st);
     cr_assert_eq(st.unacked, 1);
     finish();
     redis_server_stop(&replica);
+}
+
+/* replica-acks waits only after calls that may write. On a lone Redis
+ * (no replica: every WAIT answers 0) reads (the no-writes scripts, a
+ * plain pool_command) answer at once with no WAIT sent, while a plain
+ * write sent with pool_command_write (the registry's SADD) is followed by
+ * WAIT and fails, though the master ran it. Pipelined on one connection,
+ * so the reads also show they do not wait behind the write's WAIT. */
+Test(pool, replica_acks_wait_after_writes_only)
+{
+    struct pool_config cfg = config(1, 2000);
+    cfg.replica_acks = 1;
+    struct keys k;
+    struct call d = {0}, st_call = {0}, sadd = {0}, card = {0};
+    struct pool_stats st;
+    const char *add[3] = {"SADD", "emq:test:set", "m"};
+
+    open_pool(&cfg);
+    cr_assert_eq(keys_init(&k, "q", 1), 0);
+    long long before = redis_info("commandstats", "cmdstat_wait:calls=");
+    cr_assert_eq(depth(&d, &k, ""), 0);
+    cr_assert_eq(pool_script(w.pool, NULL, SCRIPT_STATS, &k, 0, NULL, NULL, reply_cb, &st_call), 0);
+    cr_assert_eq(command(&card, "SCARD", "emq:test:set", NULL), 0);
+    RUN_UNTIL(d.calls && st_call.calls && card.calls);
+    cr_assert_eq(d.status, 0, "depth is a read: no WAIT to fail it (status %d)", d.status);
+    cr_assert_eq(d.type, REDIS_REPLY_INTEGER);
+    cr_assert_eq(st_call.status, 0, "stats is a read (status %d)", st_call.status);
+    cr_assert_eq(st_call.type, REDIS_REPLY_ARRAY);
+    cr_assert_eq(card.status, 0, "a plain pool_command gets no WAIT");
+    cr_assert_eq(redis_info("commandstats", "cmdstat_wait:calls="), before, "no WAIT after a read");
+
+    cr_assert_eq(pool_command_write(w.pool, NULL, 3, add, NULL, reply_cb, &sadd), 0);
+    RUN_UNTIL(sadd.calls);
+    cr_assert_eq(sadd.status, POOL_EUNAVAILABLE, "the SADD waited for a replica (status %d)",
+                 sadd.status);
+    cr_assert_eq(redis_info("commandstats", "cmdstat_wait:calls="), before + 1,
+                 "one WAIT, after the SADD");
+    pool_stats(w.pool, &st);
+    cr_assert_eq(st.unacked, 1);
+    struct call member = {0};
+    cr_assert_eq(command(&member, "SISMEMBER", "emq:test:set", "m"), 0);
+    RUN_UNTIL(member.calls);
+    cr_assert_eq(member.integer, 1, "the master ran it; only the confirmation is missing");
+    finish();
 }
 
 /* SET key to the n bytes of value through the pool, then STRLEN it:
@@ -597,15 +651,16 @@ static void message_cb(void *priv, const char *channel, const char *msg, size_t 
     snprintf(inbox.last, sizeof(inbox.last), "%.*s", (int)len, msg);
 }
 
-/* Once the pool has (re)subscribed `subscribed` times in all, one PUBLISH
- * of text on chan must arrive. */
+/* Once the pool has (re)subscribed `subscribed` times in all, one SPUBLISH
+ * of text on chan (what the scripts send: wakes are sharded pub/sub) must
+ * arrive. */
 static void publish_once_subscribed(int subscribed, const char *chan, const char *text)
 {
     struct call pub = {0};
     RUN_UNTIL(inbox.subscribed >= subscribed);
     cr_assert_eq(inbox.subscribed, subscribed, "never (re)subscribed: %s", pool_last_error(w.pool));
     inbox.count = 0;
-    cr_assert_eq(command(&pub, "PUBLISH", chan, text), 0);
+    cr_assert_eq(command(&pub, "SPUBLISH", chan, text), 0);
     RUN_UNTIL(inbox.count > 0 && pub.calls);
     cr_assert_eq(pub.status, 0);
     cr_assert_eq(pub.integer, 1, "one subscriber at Redis");

@@ -283,6 +283,17 @@ long long redis_int(redisContext *c, const char *fmt, ...)
     return v;
 }
 
+long long redis_wake_subscribers(redisContext *c, const char *queue)
+{
+    redisReply *r = redisCommand(c, "PUBSUB SHARDNUMSUB emq:{%s}:wake", queue);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                  r->element[1]->type == REDIS_REPLY_INTEGER,
+              "PUBSUB SHARDNUMSUB: %s", r != NULL && r->str != NULL ? r->str : "no reply");
+    long long n = r->element[1]->integer;
+    freeReplyObject(r);
+    return n;
+}
+
 long long redis_info_int(redisContext *c, const char *section, const char *key)
 {
     redisReply *r = redisCommand(c, "INFO %s", section);

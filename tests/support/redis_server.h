@@ -56,6 +56,11 @@ long long redis_int(redisContext *c, const char *fmt, ...) __attribute__((format
  * connection error. */
 long long redis_info_int(redisContext *c, const char *section, const char *key);
 
+/* The subscribers of queue's wake channel emq:{queue}:wake on the server
+ * c is connected to (PUBSUB SHARDNUMSUB: wakes are sharded pub/sub, and a
+ * node counts its own subscribers only). */
+long long redis_wake_subscribers(redisContext *c, const char *queue);
+
 /* True if the child *pid has exited: it is reaped, its wait status goes
  * into *status (may be NULL) and *pid becomes 0. Never blocks. */
 bool test_reaped(pid_t *pid, int *status);

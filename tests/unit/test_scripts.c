@@ -1,5 +1,6 @@
 /* The embedded script table and the key layout it is called with. */
 #include <criterion/criterion.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,28 @@ Test(scripts, table_is_complete_and_well_formed)
     }
     cr_assert_str_eq(script_table[SCRIPT_ENQUEUE].name, "enqueue");
     cr_assert_str_eq(script_table[SCRIPT_CLAIM].name, "claim");
+}
+
+/* A script the table says only reads is shipped with Redis' no-writes
+ * shebang, so Redis refuses any write it tries (replica-acks skips WAIT
+ * after it); every other script may write and has no such line. The reads
+ * are the ones the admin ops make, and the job path's scripts all write. */
+Test(scripts, reads_are_shipped_no_writes_and_writes_are_not)
+{
+    int reads = 0;
+    for (int i = 0; i < SCRIPT__COUNT; i++) {
+        const struct script *s = &script_table[i];
+        bool shebang = strncmp(s->source, "#!lua flags=no-writes\n", 22) == 0;
+        cr_assert_eq(shebang, !s->writes, "%s: writes=%d but no-writes shebang=%d", s->name,
+                     s->writes, shebang);
+        reads += !s->writes;
+    }
+    cr_assert_eq(reads, 5, "check, depth, job, peek, stats");
+    cr_assert(!script_table[SCRIPT_DEPTH].writes);
+    cr_assert(!script_table[SCRIPT_STATS].writes);
+    cr_assert(script_table[SCRIPT_ENQUEUE].writes);
+    cr_assert(script_table[SCRIPT_CLAIM].writes);
+    cr_assert(script_table[SCRIPT_GROUPS].writes, "groups drops idle groups as it passes");
 }
 
 /* lua/lib.lua documents KEYS[1..11] in a comment block ("--   1 ring");
