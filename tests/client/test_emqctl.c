@@ -568,8 +568,9 @@ Test(emqctl, levers_change_the_queue)
     run_free(&r);
     json_t *g = OK(c, "{\"op\":\"groups\",\"queue\":\"q\"}");
     char *gd = json_dumps(g, JSON_COMPACT);
-    assert_has(gd, "{\"group\":\"TENa\",\"depth\":2,\"active\":0,\"limit\":3,\"paused\":false,"
-                   "\"weight\":1,\"rate\":null,\"throttled\":false}");
+    assert_has(gd, "{\"group\":\"TENa\",\"depth\":2,\"active\":0,\"limit\":3,"
+                   "\"limit_from\":\"group\",\"paused\":false,\"weight\":1,\"weight_from\":null,"
+                   "\"rate\":null,\"rate_from\":null,\"throttled\":false}");
     free(gd);
     json_decref(g);
     r = CTL("limit", "q", "TENa", "none");
@@ -583,8 +584,8 @@ Test(emqctl, levers_change_the_queue)
     run_free(&r);
     g = OK(c, "{\"op\":\"groups\",\"queue\":\"q\"}");
     gd = json_dumps(g, JSON_COMPACT);
-    assert_has(gd, "\"group\":\"TENa\",\"depth\":2,\"active\":0,\"limit\":null,\"paused\":false,"
-                   "\"weight\":4,");
+    assert_has(gd, "\"group\":\"TENa\",\"depth\":2,\"active\":0,\"limit\":null,"
+                   "\"limit_from\":null,\"paused\":false,\"weight\":4,\"weight_from\":\"group\",");
     free(gd);
     json_decref(g);
     r = CTL("weight", "q", "TENa", "none");
