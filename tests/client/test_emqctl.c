@@ -590,7 +590,7 @@ Test(emqctl, levers_change_the_queue)
     json_decref(g);
     r = CTL("weight", "q", "TENa", "none");
     assert_exit(r, 0);
-    cr_assert_str_eq(r.out, "TENa: weight 1 (the default)\n");
+    cr_assert_str_eq(r.out, "TENa: no weight of its own\n");
     run_free(&r);
     r = CTL("rate", "q", "TENa", "10/1000");
     assert_exit(r, 0);
@@ -605,6 +605,39 @@ Test(emqctl, levers_change_the_queue)
     assert_exit(r, 0);
     cr_assert_str_eq(r.out, "TENa: no rate\n");
     run_free(&r);
+
+    /* Without GROUP: the queue defaults, marked "(q)" in the table. */
+    r = CTL("limit", "q", "7");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "queue default: limit 7\n");
+    run_free(&r);
+    r = CTL("rate", "q", "3/500");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "queue default: rate 3 per 500 ms\n");
+    run_free(&r);
+    g = OK(c, "{\"op\":\"stats\",\"queue\":\"q\"}");
+    gd = json_dumps(g, JSON_COMPACT);
+    assert_has(gd,
+               "\"defaults\":{\"limit\":7,\"weight\":null,\"rate\":{\"max\":3,\"per_ms\":500}}");
+    free(gd);
+    json_decref(g);
+    r = CTL("groups", "q");
+    assert_exit(r, 0);
+    assert_has(r.out, "7 (q)");
+    assert_has(r.out, "3/500ms (q)");
+    run_free(&r);
+    r = CTL("limit", "q", "none");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "queue default: no limit\n");
+    run_free(&r);
+    r = CTL("rate", "q", "none");
+    assert_exit(r, 0);
+    run_free(&r);
+    g = OK(c, "{\"op\":\"stats\",\"queue\":\"q\"}");
+    gd = json_dumps(g, JSON_COMPACT);
+    assert_has(gd, "\"defaults\":{\"limit\":null,\"weight\":null,\"rate\":null}");
+    free(gd);
+    json_decref(g);
     r = CTL("--json", "weight", "q", "TENa", "0");
     assert_exit(r, 0);
     j = json_line(r.out, 0);
