@@ -292,11 +292,13 @@ int emq_release(struct emq *c, const struct emq_job *job, const char *error, enu
  * On EMQ_OK job->lease_until is updated. */
 int emq_extend(struct emq *c, struct emq_job *job, int lease_ms);
 
-/* Set one group's concurrency ceiling; max 0 removes it (protocol 5.12). */
+/* Set one group's concurrency ceiling; max 0 removes it (protocol 5.12).
+ * emq_limit, emq_weight and emq_rate with group NULL set the queue-wide
+ * default instead, for every group without its own (protocol 6.14). */
 int emq_limit(struct emq *c, const char *queue, const char *group, int max);
 
 /* Set one group's weight, its jobs per turn of the ring, 1..1000; weight
- * 0 resets it to the default, 1 (protocol 5.26, 6.12). */
+ * 0 removes it: the queue default, else 1, applies (protocol 5.26, 6.12). */
 int emq_weight(struct emq *c, const char *queue, const char *group, int weight);
 
 /* Set one group's rate: at most max leases per per_ms ms (max 1..1000000,
@@ -329,10 +331,20 @@ struct emq_stats {
     long long groups; /* registered groups */
     long long paused; /* paused groups */
     long long flat;   /* pending in the flat set */
+    /* The queue-wide defaults (6.14); 0: none. */
+    long long def_limit, def_weight, def_rate_max, def_rate_per_ms;
 };
 int emq_stats(struct emq *c, const char *queue, struct emq_stats *stats);
 
-/* One entry of a groups page (5.20). */
+/* Where a group's applying setting comes from (5.20). */
+enum emq_from {
+    EMQ_FROM_NONE,  /* neither: no ceiling, weight 1, no rate */
+    EMQ_FROM_GROUP, /* the group's own */
+    EMQ_FROM_QUEUE, /* the queue-wide default */
+};
+
+/* One entry of a groups page (5.20): the settings that apply to the group
+ * (its own, else the queue default) and where each comes from. */
 struct emq_group_info {
     char group[EMQ_ID_SIZE];
     long long depth, active;
@@ -341,6 +353,7 @@ struct emq_group_info {
     long long rate_max, rate_per_ms; /* its rate; 0 when it has none */
     bool paused;
     bool throttled; /* off the ring until its rate allows a lease */
+    enum emq_from limit_from, weight_from, rate_from;
 };
 
 /* One page of the group registry (5.20). cursor NULL or "0" starts; count

@@ -46,11 +46,12 @@ static int call_take(struct emq *c, json_t *req, const char *key, json_type type
     return rc;
 }
 
-/* A group setting (limit, weight): arg = n, or null for n 0. */
+/* A group setting (limit, weight): arg = n, or null for n 0. group NULL
+ * sets the queue-wide default (the request without "group"). */
 static int set_group(struct emq *c, const char *op, const char *arg, const char *queue,
                      const char *group, int n)
 {
-    json_t *req = group != NULL ? group_req(op, queue, group) : NULL;
+    json_t *req = group_req(op, queue, group);
     if (req != NULL)
         json_object_set_new(req, arg, n == 0 ? json_null() : json_integer(n));
     return emq_call(c, req, NULL, 0);
@@ -68,7 +69,7 @@ int emq_weight(struct emq *c, const char *queue, const char *group, int weight)
 
 int emq_rate(struct emq *c, const char *queue, const char *group, int max, long long per_ms)
 {
-    json_t *req = group != NULL ? group_req("rate", queue, group) : NULL;
+    json_t *req = group_req("rate", queue, group);
     if (req != NULL) {
         json_object_set_new(req, "max", max == 0 ? json_null() : json_integer(max));
         if (max != 0)
@@ -159,10 +160,29 @@ int emq_stats(struct emq *c, const char *queue, struct emq_stats *stats)
             rc = emq_seterr(c, EMQ_EBADREPLY, "stats reply without %s", fields[i].key);
         *(long long *)((char *)&s + fields[i].off) = json_integer_value(v);
     }
+    /* The defaults (0: none); a daemon from before them sends none. */
+    const json_t *d = json_object_get(reply, "defaults");
+    const json_t *rate = json_object_get(d, "rate");
+    s.def_limit = json_integer_value(json_object_get(d, "limit"));
+    s.def_weight = json_integer_value(json_object_get(d, "weight"));
+    s.def_rate_max = json_integer_value(json_object_get(rate, "max"));
+    s.def_rate_per_ms = json_integer_value(json_object_get(rate, "per_ms"));
     if (rc == EMQ_OK)
         *stats = s;
     json_decref(reply);
     return rc;
+}
+
+/* Where a setting comes from, from its "_from" field (absent or null:
+ * none). */
+static enum emq_from from_of(const json_t *o, const char *key)
+{
+    const char *f = json_string_value(json_object_get(o, key));
+    if (f != NULL && strcmp(f, "group") == 0)
+        return EMQ_FROM_GROUP;
+    if (f != NULL && strcmp(f, "queue") == 0)
+        return EMQ_FROM_QUEUE;
+    return EMQ_FROM_NONE;
 }
 
 /* Read one groups entry. */
@@ -187,6 +207,9 @@ static bool read_group(const json_t *o, struct emq_group_info *g)
     g->rate_per_ms = json_integer_value(json_object_get(rate, "per_ms"));
     g->throttled = json_is_true(json_object_get(o, "throttled"));
     g->paused = json_is_true(json_object_get(o, "paused"));
+    g->limit_from = from_of(o, "limit_from");
+    g->weight_from = from_of(o, "weight_from");
+    g->rate_from = from_of(o, "rate_from");
     return true;
 }
 

@@ -94,6 +94,18 @@ static bool cmd_group_cells(const json_t *g, char bufs[][32], const char **cells
     cells[3] = json_is_integer(limit) ? fmt_num(bufs[2], json_integer_value(limit)) : "-";
     cells[4] = fmt_num(bufs[3], json_is_integer(weight) ? json_integer_value(weight) : 1);
     cells[5] = cmd_rate_cell(g, bufs[4]);
+    /* A value that comes from the queue default is marked "(q)". */
+    const char *from[] = {"limit_from", "weight_from", "rate_from"};
+    for (int i = 0; i < 3; i++) {
+        const char *f = json_string_value(json_object_get(g, from[i]));
+        if (f == NULL || strcmp(f, "queue") != 0)
+            continue;
+        char *buf = bufs[2 + i];
+        if (buf != cells[3 + i])
+            snprintf(buf, 32, "%s", cells[3 + i]);
+        snprintf(buf + strlen(buf), 32 - strlen(buf), " (q)");
+        cells[3 + i] = buf;
+    }
     cells[6] = json_is_true(json_object_get(g, "paused")) ? "yes" : "no";
     return json_is_true(json_object_get(g, "paused"));
 }
@@ -180,25 +192,47 @@ static int cmd_depth(struct ctl *ctl)
     return rc;
 }
 
-/* limit and weight: GROUP N|none; none (or 0) removes the setting. */
+/* limit, weight and rate take QUEUE [GROUP] VALUE: without GROUP they set
+ * the queue-wide default (a group id never looks like a value). The group
+ * to name in the request (NULL: the default), and who the output is about. */
+static const char *setting_group(const struct ctl *ctl)
+{
+    return ctl->npos == 3 ? ctl->pos[1] : NULL;
+}
+
+static const char *setting_who(const struct ctl *ctl)
+{
+    return ctl->npos == 3 ? ctl->pos[1] : "queue default";
+}
+
+/* The request of a setting, with its group when there is one. */
+static json_t *setting_req(const struct ctl *ctl, const char *op)
+{
+    json_t *req = ctl_req(op, QUEUE(ctl));
+    if (setting_group(ctl) != NULL)
+        json_object_set_new(req, "group", json_string(setting_group(ctl)));
+    return req;
+}
+
+/* limit and weight: [GROUP] N|none; none (or 0) removes the setting. */
 static int cmd_setting(struct ctl *ctl, const char *op, const char *arg, long long lo, long long hi,
                        const char *none_text)
 {
     long long n = 0;
-    bool none = strcmp(ctl->pos[2], "none") == 0;
-    if (!none && (ctl_parse_int(ctl->pos[2], lo, hi, &n) != 0))
+    const char *value = ctl->pos[ctl->npos - 1];
+    bool none = strcmp(value, "none") == 0;
+    if (!none && (ctl_parse_int(value, lo, hi, &n) != 0))
         return ctl_usage_error(ctl, "the %s must be %lld..%lld or none, not \"%s\"", op, lo, hi,
-                               ctl->pos[2]);
-    json_t *req = ctl_req(op, QUEUE(ctl)), *reply;
-    json_object_set_new(req, "group", json_string(ctl->pos[1]));
+                               value);
+    json_t *req = setting_req(ctl, op), *reply;
     json_object_set_new(req, arg, none || n == 0 ? json_null() : json_integer(n));
     int rc = cmd_send(ctl, req, &reply);
     if (rc == 0 && !ctl->json) {
         char buf[32];
         if (none || n == 0)
-            printf("%s: %s\n", ctl->pos[1], none_text);
+            printf("%s: %s\n", setting_who(ctl), none_text);
         else
-            printf("%s: %s %s\n", ctl->pos[1], op, fmt_num(buf, n));
+            printf("%s: %s %s\n", setting_who(ctl), op, fmt_num(buf, n));
     }
     json_decref(reply);
     return rc;
@@ -211,39 +245,40 @@ static int cmd_limit(struct ctl *ctl)
 
 static int cmd_weight(struct ctl *ctl)
 {
-    return cmd_setting(ctl, "weight", "weight", 0, 1000, "weight 1 (the default)");
+    return cmd_setting(ctl, "weight", "weight", 0, 1000,
+                       setting_group(ctl) ? "no weight of its own" : "no default weight");
 }
 
-/* rate GROUP N/PER_MS|none: at most N leases per PER_MS ms. */
+/* rate [GROUP] N/PER_MS|none: at most N leases per PER_MS ms. */
 static int cmd_rate(struct ctl *ctl)
 {
     long long max = 0, per = 0;
-    bool none = strcmp(ctl->pos[2], "none") == 0;
+    const char *value = ctl->pos[ctl->npos - 1];
+    bool none = strcmp(value, "none") == 0;
     if (!none) {
         char buf[64];
-        const char *slash = strchr(ctl->pos[2], '/');
-        size_t len = slash ? (size_t)(slash - ctl->pos[2]) : 0;
+        const char *slash = strchr(value, '/');
+        size_t len = slash ? (size_t)(slash - value) : 0;
         if (len > 0 && len < sizeof(buf))
-            memcpy(buf, ctl->pos[2], len);
+            memcpy(buf, value, len);
         buf[len < sizeof(buf) ? len : 0] = '\0';
         if (len == 0 || len >= sizeof(buf) || ctl_parse_int(buf, 1, 1000000, &max) != 0 ||
             ctl_parse_int(slash + 1, 1, 86400000, &per) != 0)
             return ctl_usage_error(ctl,
                                    "the rate must be N/PER_MS (1..1000000 per 1..86400000 ms) "
                                    "or none, not \"%s\"",
-                                   ctl->pos[2]);
+                                   value);
     }
-    json_t *req = ctl_req("rate", QUEUE(ctl)), *reply;
-    json_object_set_new(req, "group", json_string(ctl->pos[1]));
+    json_t *req = setting_req(ctl, "rate"), *reply;
     json_object_set_new(req, "max", none ? json_null() : json_integer(max));
     if (!none)
         json_object_set_new(req, "per_ms", json_integer(per));
     int rc = cmd_send(ctl, req, &reply);
     if (rc == 0 && !ctl->json) {
         if (none)
-            printf("%s: no rate\n", ctl->pos[1]);
+            printf("%s: no rate\n", setting_who(ctl));
         else
-            printf("%s: rate %lld per %lld ms\n", ctl->pos[1], max, per);
+            printf("%s: rate %lld per %lld ms\n", setting_who(ctl), max, per);
     }
     json_decref(reply);
     return rc;
@@ -538,6 +573,12 @@ static int cmd_check(struct ctl *ctl)
     return rc;
 }
 
+/* The defaults' note, shared by limit, weight and rate. */
+#define SETTING_HELP                                                                               \
+    "Without GROUP, sets the queue-wide default, which applies to every group\n"                   \
+    "without a setting of its own; a group's own wins. groups marks a value\n"                     \
+    "that comes from the default with \"(q)\".\n"
+
 const struct ctl_cmd ctl_cmd_table[] = {
     {"ping", "", "check that emqd answers (prints pong)", NULL, 0, 0, 0, false, cmd_ping},
     {"stats", "QUEUE", "queue-wide totals: pending, active, delayed, dead, groups...", NULL, 1, 1,
@@ -548,14 +589,15 @@ const struct ctl_cmd ctl_cmd_table[] = {
      1, 1, CTL_F(CTL_O_LIMIT) | CTL_F(CTL_O_PAGE), false, cmd_groups},
     {"depth", "QUEUE [GROUP]", "pending jobs of a group (without GROUP: the ungrouped set)", NULL,
      1, 2, 0, false, cmd_depth},
-    {"limit", "QUEUE GROUP N|none", "set a group's concurrency ceiling (none or 0 removes it)",
-     NULL, 3, 3, 0, false, cmd_limit},
-    {"weight", "QUEUE GROUP N|none",
-     "set a group's weight, its jobs per turn, 1..1000 (none or 0 resets it to 1)", NULL, 3, 3, 0,
-     false, cmd_weight},
-    {"rate", "QUEUE GROUP N/PER_MS|none",
-     "hold a group to at most N leases per PER_MS ms (none removes it)", NULL, 3, 3, 0, false,
-     cmd_rate},
+    {"limit", "QUEUE [GROUP] N|none",
+     "set a group's concurrency ceiling, or without GROUP the queue default (none removes it)",
+     SETTING_HELP, 2, 3, 0, false, cmd_limit},
+    {"weight", "QUEUE [GROUP] N|none",
+     "set a group's weight, its jobs per turn, 1..1000, or the queue default (none removes it)",
+     SETTING_HELP, 2, 3, 0, false, cmd_weight},
+    {"rate", "QUEUE [GROUP] N/PER_MS|none",
+     "hold a group to at most N leases per PER_MS ms, or set the queue default (none removes it)",
+     SETTING_HELP, 2, 3, 0, false, cmd_rate},
     {"pause", "QUEUE GROUP", "stop serving a group (its jobs stay)", NULL, 2, 2, 0, false,
      cmd_pause},
     {"resume", "QUEUE GROUP", "serve a paused group again", NULL, 2, 2, 0, false, cmd_resume},

@@ -135,7 +135,8 @@ local function group(g)
   if where == 'wait' then bad('throttled: ' .. g .. ' is held by its rate but has no due time') end
 end
 
--- One field of glimit (lib.lua: G, w:G, weighted, turn) and its value:
+-- One field of glimit (lib.lua: G, w:G, r:G, t:G, weighted, turn, the
+-- defaults d:limit, d:weight, d:rate) and its value:
 -- returns the group it is about, if any.
 local function setting(field, value)
   local num = tonumber(value)
@@ -152,6 +153,23 @@ local function setting(field, value)
     return nil
   end
   if field == 'turn' then return nil end
+  -- The queue defaults (lib.lua: d:limit, d:weight, d:rate) name no group.
+  if field == 'd:weight' then
+    if not (int_ok and num >= 1 and num <= 1000) then
+      bad('glimit: the default weight is "' .. value .. '", not 1..1000')
+    end
+    return nil
+  end
+  if field == 'd:rate' then
+    if not spacing_of(value) then bad('glimit: the default rate is "' .. value .. '"') end
+    return nil
+  end
+  if field == 'd:limit' then
+    if not (int_ok and num >= 1) then
+      bad('glimit: the default ceiling is "' .. value .. '", not a positive integer')
+    end
+    return nil
+  end
   g = string.match(field, '^r:(.+)$')
   if g then
     if not spacing_of(value) then bad('glimit: the rate of ' .. g .. ' is "' .. value .. '"') end
@@ -169,14 +187,14 @@ local function setting(field, value)
 end
 
 -- Invariant 7, the weighted turn: glimit's turn names the ring head and a
--- count below its weight, and weighted counts the w: fields (HLEN bounds
--- the count; the check counts them only when the hash is small enough for
--- one budget).
+-- count below its weight (its own, else the queue default), and weighted
+-- counts the w: fields (HLEN bounds the count; the check counts them only
+-- when the hash is small enough for one budget).
 local function lane_settings()
-  local f = call('HMGET', K_GLIMIT, 'weighted', 'turn')
+  local f = call('HMGET', K_GLIMIT, 'weighted', 'turn', 'd:weight', 'd:rate')
   if f[2] then
     local tg, used = turn_of(f[2])
-    local w = tonumber(call('HGET', K_GLIMIT, 'w:' .. (tg or '')) or '1')
+    local w = tonumber(call('HGET', K_GLIMIT, 'w:' .. (tg or '')) or f[3] or '1')
     if not tg or used < 1 or used >= w then
       bad('glimit: turn "' .. f[2] .. '" is not a weighted turn part-way through')
     end
@@ -184,10 +202,11 @@ local function lane_settings()
       bad('glimit: turn names ' .. tg .. ', which is not the ring head')
     end
   end
-  -- Invariant 7 from the index's side: each throttled lane has a rate.
+  -- Invariant 7 from the index's side: each throttled lane has a rate, its
+  -- own or the queue default.
   if call('ZCARD', K_THROTTLED) <= budget then
     for _, g in ipairs(call('ZRANGE', K_THROTTLED, 0, -1)) do
-      if not call('HGET', K_GLIMIT, 'r:' .. g) then
+      if not call('HGET', K_GLIMIT, 'r:' .. g) and not f[4] then
         bad('throttled: ' .. g .. ' is held for a rate it does not have')
       end
     end

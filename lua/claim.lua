@@ -17,7 +17,8 @@
 -- ceiling, the lane is the tail and RPOP removes it: O(1), no ring scan.
 -- Every turn either serves a job or removes a lane, so the loop ends.
 --
--- With weights (any w: field in glimit), a turn is deficit round robin on
+-- With weights (any w: field in glimit, or a default weight d:weight: a
+-- group without its own weight is served the default), a turn is deficit round robin on
 -- the ring (docs/ARCHITECTURE.md, "Weighted lanes"): the head lane G is
 -- served without moving until it has had weight[G] jobs in this turn, then
 -- LMOVE sends it to the tail; a lane that empties or reaches its ceiling
@@ -73,8 +74,8 @@ local function full() return max_bytes > 0 and bytes >= max_bytes end
 -- One HMGET per call, and only when glimit exists (which glimit() reads
 -- anyway): a queue with no setting at all pays nothing for weights.
 if any_limit == nil then any_limit = call('EXISTS', K_GLIMIT) == 1 end
-local f = any_limit and call('HMGET', K_GLIMIT, 'weighted', 'turn') or {}
-if not f[1] then
+local f = any_limit and call('HMGET', K_GLIMIT, 'weighted', 'turn', 'd:weight') or {}
+if not f[1] and not f[3] then
   while served < n do
     local g = call('LMOVE', K_RING, K_RING, 'LEFT', 'RIGHT')
     if not g then break end
@@ -103,11 +104,11 @@ while served < n do
     head = nil
   else
     used = used + 1
-    local s = call('HMGET', K_GLIMIT, g, 'w:' .. g, 'r:' .. g, 't:' .. g)
-    if spent(g, tonumber(s[1] or ''), spacing_of(s[3]), tonumber(s[4] or '')) then
+    local s = call('HMGET', K_GLIMIT, g, 'w:' .. g, 'r:' .. g, 't:' .. g, 'd:limit', 'd:rate')
+    if spent(g, tonumber(s[1] or s[5] or ''), spacing_of(s[3] or s[6]), tonumber(s[4] or '')) then
       call('LPOP', K_RING)
       head = nil
-    elseif used >= (tonumber(s[2] or '') or 1) then
+    elseif used >= (tonumber(s[2] or f[3] or '') or 1) then
       call('LMOVE', K_RING, K_RING, 'LEFT', 'RIGHT')
       head = nil
     end

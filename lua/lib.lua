@@ -10,9 +10,14 @@
 --                     weighted turn (see the claim, lua/claim.lua); r:G ->
 --                     G's rate "N:P" (at most N leases per P ms), t:G ->
 --                     G's theoretical arrival time (GCRA, ms: G may be
---                     leased again once the clock reaches it). Group ids
---                     start with three capitals and hold no ':', so no
---                     group can name the other fields.
+--                     leased again once the clock reaches it); d:limit,
+--                     d:weight, d:rate -> the queue-wide defaults, which
+--                     apply to every group without a setting of its own
+--                     (read lazily, in the same HMGET as the group's own
+--                     setting: a default costs no pass over the groups
+--                     and no extra call per job). Group ids start with
+--                     three capitals and hold no ':', so no group can
+--                     name the other fields.
 --   3 paused    set   paused groups
 --   4 active    zset  job -> lease deadline (ms, server clock)
 --   5 delayed   zset  job -> due time (ms, server clock)
@@ -88,12 +93,12 @@ end
 -- either, so the memo never holds a value from before the change.
 local any_limit, any_paused
 
+-- g's ceiling: its own, else the queue's default (nil: none).
 local function glimit(g)
   if any_limit == nil then any_limit = call('EXISTS', K_GLIMIT) == 1 end
   if not any_limit then return nil end
-  local lim = call('HGET', K_GLIMIT, g)
-  if lim then return tonumber(lim) end
-  return nil
+  local f = call('HMGET', K_GLIMIT, g, 'd:limit')
+  return tonumber(f[1] or f[2] or '')
 end
 
 local function paused(g)
@@ -117,13 +122,14 @@ local function spacing_of(r)
   return tonumber(per) / tonumber(n)
 end
 
--- g's ceiling and rate in one read: lim (nil: none), the rate's spacing
--- (nil: no rate) and its TAT (nil: never leased under it).
+-- g's ceiling and rate in one read, each its own or else the queue's
+-- default: lim (nil: none), the rate's spacing (nil: no rate) and its TAT
+-- (nil: never leased under it).
 local function settings(g)
   if any_limit == nil then any_limit = call('EXISTS', K_GLIMIT) == 1 end
   if not any_limit then return nil end
-  local f = call('HMGET', K_GLIMIT, g, 'r:' .. g, 't:' .. g)
-  return tonumber(f[1] or ''), spacing_of(f[2]), tonumber(f[3] or '')
+  local f = call('HMGET', K_GLIMIT, g, 'r:' .. g, 't:' .. g, 'd:limit', 'd:rate')
+  return tonumber(f[1] or f[4] or ''), spacing_of(f[2] or f[5]), tonumber(f[3] or '')
 end
 
 -- Put g on the ring, waking parked consumers only when the ring was empty.
@@ -205,6 +211,44 @@ local function reconcile(g)
     ring_push(g)
   end
   if where == 'wait' then throttle(g, due) end
+end
+
+-- A queue default changed (limit or rate without a group): put every
+-- registered group where the ring rule now puts it. A group left without
+-- any rate loses its TAT and its place in the throttled index. Lanes that
+-- stay on the ring keep their order (the head keeps its turn); lanes that
+-- join go to the tail in name order. O(groups + ring) in one script: an
+-- admin move, never on the per-job path.
+local function replace_all()
+  local old = call('LRANGE', K_RING, 0, -1)
+  local on, keep, join = {}, {}, {}
+  for _, g in ipairs(old) do on[g] = true end
+  local function place(g, into)
+    local _, spacing, tat = settings(g)
+    if not spacing then
+      if tat then call('HDEL', K_GLIMIT, 't:' .. g) end
+      call('ZREM', K_THROTTLED, g)
+    end
+    local where, due = placement(g)
+    if where == 'ring' then
+      into[#into + 1] = g
+    elseif where == 'wait' then
+      throttle(g, due)
+    end
+  end
+  for _, g in ipairs(old) do place(g, keep) end
+  for _, g in ipairs(call('SMEMBERS', K_GROUPS)) do
+    if not on[g] then place(g, join) end
+  end
+  table.sort(join)
+  for _, g in ipairs(join) do keep[#keep + 1] = g end
+  call('DEL', K_RING)
+  for i = 1, #keep, 1000 do
+    call('RPUSH', K_RING, unpack(keep, i, math.min(i + 999, #keep)))
+  end
+  if #old == 0 and #keep > 0 then wake() end
+  local tg = turn_of(call('HGET', K_GLIMIT, 'turn'))
+  if tg and keep[1] ~= tg then call('HDEL', K_GLIMIT, 'turn') end
 end
 
 -- Put a job (its row already says pending) at its mint-ordered place in its

@@ -166,6 +166,8 @@ export interface Stats {
   groups: number;
   paused: number;
   flat: number;
+  /** The queue-wide defaults (PROTOCOL.md 6.14), null when not set; absent from a daemon without them. */
+  defaults?: { limit: number | null; weight: number | null; rate: { max: number; per_ms: number } | null };
 }
 export interface GroupInfo {
   group: string;
@@ -179,6 +181,10 @@ export interface GroupInfo {
   rate?: { max: number; per_ms: number } | null;
   /** Off the ring until its rate allows a lease. */
   throttled?: boolean;
+  /** Where limit, weight and rate come from: the group's own, the queue default, or neither (null). */
+  limit_from?: 'group' | 'queue' | null;
+  weight_from?: 'group' | 'queue' | null;
+  rate_from?: 'group' | 'queue' | null;
 }
 export interface GroupsPage {
   groups: GroupInfo[];
@@ -339,12 +345,12 @@ export declare class Client extends EventEmitter {
   release(job: JobRef, options?: { error?: string }): Promise<'pending'>;
   /** Resolves with the new lease_until; a Job's leaseUntil/leasedAt move. */
   extend(job: JobRef, leaseMs: number): Promise<number>;
-  /** A ceiling; null or 0 removes it. */
-  limit(queue: string, group: string, max: number | null): Promise<void>;
-  /** A group's jobs per turn of the ring, 1..1000; null resets it to 1 (PROTOCOL.md 5.26). */
-  weight(queue: string, group: string, weight: number | null): Promise<void>;
+  /** A ceiling; null or 0 removes it. group null: the queue-wide default, as for weight and rate (PROTOCOL.md 6.14). */
+  limit(queue: string, group: string | null, max: number | null): Promise<void>;
+  /** A group's jobs per turn of the ring, 1..1000; null removes it: the default, else 1 (PROTOCOL.md 5.26). */
+  weight(queue: string, group: string | null, weight: number | null): Promise<void>;
   /** At most max leases per perMs ms, on the backend's clock; null removes it (PROTOCOL.md 5.27). */
-  rate(queue: string, group: string, max: number | null, perMs?: number): Promise<void>;
+  rate(queue: string, group: string | null, max: number | null, perMs?: number): Promise<void>;
   pause(queue: string, group: string): Promise<boolean>;
   resume(queue: string, group: string): Promise<boolean>;
   /** Resolves with the source group (null: the job was ungrouped). */

@@ -49,9 +49,16 @@ static void changed_cb(void *priv, const struct store_status *st, bool changed)
         req_ok(r, json_pack("{s:b}", "changed", changed));
 }
 
+/* limit, weight and rate without a group set the queue-wide default, for
+ * every group without a setting of its own (the store passes group ""). */
+#define OPT_GROUP                                                                                  \
+    {                                                                                              \
+        "group", ARG_STRING, ARG_GROUP, 0, 0                                                       \
+    }
+
 static const struct arg_spec limit_spec[] = {
     Q,
-    GROUP,
+    OPT_GROUP,
     {"max", ARG_INT_OR_NULL, ARG_REQUIRED, 0, 1000000},
     END,
 };
@@ -71,7 +78,7 @@ static void cmd_limit(struct req *r)
 
 static const struct arg_spec weight_spec[] = {
     Q,
-    GROUP,
+    OPT_GROUP,
     {"weight", ARG_INT_OR_NULL, ARG_REQUIRED, 1, 1000},
     END,
 };
@@ -83,7 +90,7 @@ static void cmd_weight(struct req *r)
 
 static const struct arg_spec rate_spec[] = {
     Q,
-    GROUP,
+    OPT_GROUP,
     {"max", ARG_INT_OR_NULL, ARG_REQUIRED, 1, 1000000},
     {"per_ms", ARG_INT, 0, 1, 86400000},
     END,
@@ -203,16 +210,43 @@ static void cmd_reap(struct req *r)
 
 static const struct arg_spec queue_spec[] = {Q, END};
 
+/* A rate as the wire shows it: {"max", "per_ms"}, or null for none. */
+static json_t *rate_json(long long max, long long per_ms)
+{
+    if (max < 0)
+        return json_null();
+    return json_pack("{s:I, s:I}", "max", (json_int_t)max, "per_ms", (json_int_t)per_ms);
+}
+
+/* Where a group's setting comes from, as the wire names it (null: none). */
+static json_t *from_json(enum store_from from)
+{
+    switch (from) {
+    case STORE_FROM_GROUP:
+        return json_string("group");
+    case STORE_FROM_QUEUE:
+        return json_string("queue");
+    case STORE_FROM_NONE:
+        break;
+    }
+    return json_null();
+}
+
 static void stats_cb(void *priv, const struct store_status *st, const struct store_stats *res)
 {
     struct req *r = priv;
     if (failed(r, st))
         return;
-    req_ok(r, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "pending",
-                        (json_int_t)res->pending, "active", (json_int_t)res->active, "delayed",
-                        (json_int_t)res->delayed, "dead", (json_int_t)res->dead, "ring",
-                        (json_int_t)res->ring, "groups", (json_int_t)res->groups, "paused",
-                        (json_int_t)res->paused, "flat", (json_int_t)res->flat));
+    json_t *defaults = json_pack(
+        "{s:o, s:o, s:o}", "limit", res->def_limit < 0 ? json_null() : json_integer(res->def_limit),
+        "weight", res->def_weight < 0 ? json_null() : json_integer(res->def_weight), "rate",
+        rate_json(res->def_rate_max, res->def_rate_per_ms));
+    req_ok(r,
+           json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "pending",
+                     (json_int_t)res->pending, "active", (json_int_t)res->active, "delayed",
+                     (json_int_t)res->delayed, "dead", (json_int_t)res->dead, "ring",
+                     (json_int_t)res->ring, "groups", (json_int_t)res->groups, "paused",
+                     (json_int_t)res->paused, "flat", (json_int_t)res->flat, "defaults", defaults));
 }
 
 static void cmd_stats(struct req *r)
@@ -235,15 +269,15 @@ static void groups_cb(void *priv, const struct store_status *st, const struct st
     json_t *list = json_array();
     for (size_t i = 0; i < res->n; i++) {
         const struct store_group_row *g = &res->rows[i];
-        json_t *rate = g->rate_max < 0 ? json_null()
-                                       : json_pack("{s:I, s:I}", "max", (json_int_t)g->rate_max,
-                                                   "per_ms", (json_int_t)g->rate_per_ms);
         json_array_append_new(
-            list, json_pack("{s:s, s:I, s:I, s:o, s:b, s:I, s:o, s:b}", "group", g->group, "depth",
-                            (json_int_t)g->depth, "active", (json_int_t)g->active, "limit",
-                            g->limit < 0 ? json_null() : json_integer(g->limit), "paused",
-                            g->paused, "weight", (json_int_t)(g->weight < 0 ? 1 : g->weight),
-                            "rate", rate, "throttled", g->throttled));
+            list,
+            json_pack("{s:s, s:I, s:I, s:o, s:o, s:b, s:I, s:o, s:o, s:o, s:b}", "group", g->group,
+                      "depth", (json_int_t)g->depth, "active", (json_int_t)g->active, "limit",
+                      g->limit < 0 ? json_null() : json_integer(g->limit), "limit_from",
+                      from_json(g->limit_from), "paused", g->paused, "weight",
+                      (json_int_t)(g->weight < 0 ? 1 : g->weight), "weight_from",
+                      from_json(g->weight_from), "rate", rate_json(g->rate_max, g->rate_per_ms),
+                      "rate_from", from_json(g->rate_from), "throttled", g->throttled));
     }
     req_ok(r, json_pack("{s:o, s:s}", "groups", list, "cursor", res->cursor));
 }

@@ -235,16 +235,22 @@ int store_depth(struct store_queue *sq, const char *group, store_count_cb *cb, v
     return store_send(sq, SCRIPT_DEPTH, 1, argv, NULL, count_decode, STORE_CB(cb), priv, 0);
 }
 
-/* stats returns its eight totals, in the struct's order. */
+/* stats returns its eight totals, in the struct's order, then the four
+ * numbers of the queue defaults (-1 = not set). */
 static int stats_parse(const redisReply *r, void *out)
 {
     struct store_stats *t = out;
     uint64_t *f[] = {&t->pending, &t->active, &t->delayed, &t->dead,
                      &t->ring,    &t->groups, &t->paused,  &t->flat};
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != sizeof(f) / sizeof(f[0]))
+    long long *d[] = {&t->def_limit, &t->def_weight, &t->def_rate_max, &t->def_rate_per_ms};
+    size_t nf = sizeof(f) / sizeof(f[0]), nd = sizeof(d) / sizeof(d[0]);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != nf + nd)
         return STORE_SHAPE;
-    for (size_t i = 0; i < r->elements; i++)
+    for (size_t i = 0; i < nf; i++)
         if (!elem_count(r, i, f[i]))
+            return STORE_SHAPE;
+    for (size_t i = 0; i < nd; i++)
+        if (!elem_int(r, nf + i, d[i]) || *d[i] < -1 || *d[i] == 0)
             return STORE_SHAPE;
     return 0;
 }
@@ -265,8 +271,19 @@ int store_stats(struct store_queue *sq, store_stats_cb *cb, void *priv)
 
 /* groups returns {cursor, then per group: name, depth, active, limit (-1 =
  * none), paused (0/1), weight (-1 = none), rate max and per_ms (-1 =
- * none), throttled (0/1)}. */
-#define GROUP_FIELDS 9
+ * none), throttled (0/1), and where the limit, weight and rate come from
+ * (0 none, 1 the group, 2 the queue default)}. */
+#define GROUP_FIELDS 12
+
+/* A "from" field of a group row: 0, 1 or 2, as enum store_from. */
+static bool from_of(const redisReply *r, size_t i, enum store_from *out)
+{
+    long long v;
+    if (!elem_int(r, i, &v) || v < STORE_FROM_NONE || v > STORE_FROM_QUEUE)
+        return false;
+    *out = (enum store_from)v;
+    return true;
+}
 
 static int group_row(const redisReply *r, size_t e, void *row, void *ctx)
 {
@@ -279,7 +296,9 @@ static int group_row(const redisReply *r, size_t e, void *row, void *ctx)
         !elem_int(r, e + 4, &paused) || (paused != 0 && paused != 1) ||
         !elem_int(r, e + 5, &g->weight) || g->weight < -1 || g->weight == 0 ||
         !elem_int(r, e + 6, &g->rate_max) || !elem_int(r, e + 7, &g->rate_per_ms) ||
-        !elem_int(r, e + 8, &throttled) || (throttled != 0 && throttled != 1))
+        !elem_int(r, e + 8, &throttled) || (throttled != 0 && throttled != 1) ||
+        !from_of(r, e + 9, &g->limit_from) || !from_of(r, e + 10, &g->weight_from) ||
+        !from_of(r, e + 11, &g->rate_from))
         return -1;
     g->group = name.str;
     g->group_len = name.len;

@@ -26,8 +26,10 @@ typedef void store_done_cb(void *priv, const struct store_status *st);
 int store_limit(struct store_queue *sq, const char *group, long long max, store_done_cb *cb,
                 void *priv);
 
-/* Set group's weight to weight (1..1000; 0: reset it to the default, 1),
- * its jobs per ring turn (lua/weight.lua). */
+/* Set group's weight to weight (1..1000; 0: remove it, so the queue
+ * default or else 1 applies), its jobs per ring turn (lua/weight.lua).
+ * store_limit, store_weight and store_rate with group "" set the queue-wide
+ * default instead, for every group without its own. */
 int store_weight(struct store_queue *sq, const char *group, long long weight, store_done_cb *cb,
                  void *priv);
 
@@ -80,6 +82,8 @@ int store_depth(struct store_queue *sq, const char *group, store_count_cb *cb, v
  * size (a superset of the groups with work); paused: paused groups. */
 struct store_stats {
     uint64_t pending, active, delayed, dead, ring, groups, paused, flat;
+    /* The queue-wide defaults for groups without their own (-1 = none). */
+    long long def_limit, def_weight, def_rate_max, def_rate_per_ms;
 };
 
 typedef void store_stats_cb(void *priv, const struct store_status *st,
@@ -88,7 +92,15 @@ typedef void store_stats_cb(void *priv, const struct store_status *st,
 /* O(groups) at Redis: admin and metrics use. */
 int store_stats(struct store_queue *sq, store_stats_cb *cb, void *priv);
 
-/* One group of a page, with its numbers. */
+/* Where a group's applying setting comes from. */
+enum store_from {
+    STORE_FROM_NONE,  /* neither: no ceiling, weight 1, no rate */
+    STORE_FROM_GROUP, /* the group's own */
+    STORE_FROM_QUEUE, /* the queue-wide default */
+};
+
+/* One group of a page, with its numbers: the settings that apply to it
+ * (its own, else the queue's default) and where each comes from. */
 struct store_group_row {
     const char *group;
     size_t group_len;
@@ -99,6 +111,7 @@ struct store_group_row {
     long long rate_max, rate_per_ms; /* its rate, -1 = none */
     bool paused;
     bool throttled; /* off the ring until its rate allows a lease */
+    enum store_from limit_from, weight_from, rate_from;
 };
 
 /* A page of the group registry. Groups idle in every way are left out

@@ -692,8 +692,9 @@ Test(emqctl, levers_change_the_queue)
     run_free(&r);
     json_t *g = OK(c, "{\"op\":\"groups\",\"queue\":\"q\"}");
     char *gd = json_dumps(g, JSON_COMPACT);
-    assert_has(gd, "{\"group\":\"TENa\",\"depth\":2,\"active\":0,\"limit\":3,\"paused\":false,"
-                   "\"weight\":1,\"rate\":null,\"throttled\":false}");
+    assert_has(gd, "{\"group\":\"TENa\",\"depth\":2,\"active\":0,\"limit\":3,"
+                   "\"limit_from\":\"group\",\"paused\":false,\"weight\":1,\"weight_from\":null,"
+                   "\"rate\":null,\"rate_from\":null,\"throttled\":false}");
     free(gd);
     json_decref(g);
     r = CTL("limit", "q", "TENa", "none");
@@ -707,13 +708,13 @@ Test(emqctl, levers_change_the_queue)
     run_free(&r);
     g = OK(c, "{\"op\":\"groups\",\"queue\":\"q\"}");
     gd = json_dumps(g, JSON_COMPACT);
-    assert_has(gd, "\"group\":\"TENa\",\"depth\":2,\"active\":0,\"limit\":null,\"paused\":false,"
-                   "\"weight\":4,");
+    assert_has(gd, "\"group\":\"TENa\",\"depth\":2,\"active\":0,\"limit\":null,"
+                   "\"limit_from\":null,\"paused\":false,\"weight\":4,\"weight_from\":\"group\",");
     free(gd);
     json_decref(g);
     r = CTL("weight", "q", "TENa", "none");
     assert_exit(r, 0);
-    cr_assert_str_eq(r.out, "TENa: weight 1 (the default)\n");
+    cr_assert_str_eq(r.out, "TENa: no weight of its own\n");
     run_free(&r);
     r = CTL("rate", "q", "TENa", "10/1000");
     assert_exit(r, 0);
@@ -728,6 +729,39 @@ Test(emqctl, levers_change_the_queue)
     assert_exit(r, 0);
     cr_assert_str_eq(r.out, "TENa: no rate\n");
     run_free(&r);
+
+    /* Without GROUP: the queue defaults, marked "(q)" in the table. */
+    r = CTL("limit", "q", "7");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "queue default: limit 7\n");
+    run_free(&r);
+    r = CTL("rate", "q", "3/500");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "queue default: rate 3 per 500 ms\n");
+    run_free(&r);
+    g = OK(c, "{\"op\":\"stats\",\"queue\":\"q\"}");
+    gd = json_dumps(g, JSON_COMPACT);
+    assert_has(gd,
+               "\"defaults\":{\"limit\":7,\"weight\":null,\"rate\":{\"max\":3,\"per_ms\":500}}");
+    free(gd);
+    json_decref(g);
+    r = CTL("groups", "q");
+    assert_exit(r, 0);
+    assert_has(r.out, "7 (q)");
+    assert_has(r.out, "3/500ms (q)");
+    run_free(&r);
+    r = CTL("limit", "q", "none");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "queue default: no limit\n");
+    run_free(&r);
+    r = CTL("rate", "q", "none");
+    assert_exit(r, 0);
+    run_free(&r);
+    g = OK(c, "{\"op\":\"stats\",\"queue\":\"q\"}");
+    gd = json_dumps(g, JSON_COMPACT);
+    assert_has(gd, "\"defaults\":{\"limit\":null,\"weight\":null,\"rate\":null}");
+    free(gd);
+    json_decref(g);
     r = CTL("--json", "weight", "q", "TENa", "0");
     assert_exit(r, 0);
     j = json_line(r.out, 0);

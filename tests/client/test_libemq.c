@@ -525,6 +525,42 @@ Test(libemq, weight_steers_the_turns_and_groups_shows_it)
     emq_close(c);
 }
 
+/* group NULL: the queue defaults, shown by stats and by each group's
+ * _from fields. */
+Test(libemq, defaults_apply_to_groups_without_their_own)
+{
+    struct emq *c = lib_conn();
+    put_pairs(c, "dfl", 4);
+    assert_emq_ok(c, emq_limit(c, "dfl", NULL, 1));
+    assert_emq_ok(c, emq_limit(c, "dfl", "TENb", 2));
+    assert_emq_ok(c, emq_weight(c, "dfl", NULL, 2));
+    assert_emq_ok(c, emq_rate(c, "dfl", NULL, 100, 1000));
+    assert_emq_err(c, emq_limit(c, "dfl", NULL, -1), EMQ_EARG);
+    struct emq_stats s;
+    assert_emq_ok(c, emq_stats(c, "dfl", &s));
+    cr_assert(s.def_limit == 1 && s.def_weight == 2 && s.def_rate_max == 100 &&
+              s.def_rate_per_ms == 1000);
+    struct emq_group_info *g = NULL;
+    size_t n = 0;
+    char cursor[33];
+    assert_emq_ok(c, emq_groups(c, "dfl", "0", 10, &g, &n, cursor));
+    cr_assert_eq(n, 2);
+    for (size_t i = 0; i < n; i++) {
+        bool a = strcmp(g[i].group, "TENa") == 0;
+        cr_assert_eq(g[i].limit, a ? 1 : 2);
+        cr_assert_eq(g[i].limit_from, a ? EMQ_FROM_QUEUE : EMQ_FROM_GROUP);
+        cr_assert(g[i].weight == 2 && g[i].weight_from == EMQ_FROM_QUEUE);
+        cr_assert(g[i].rate_max == 100 && g[i].rate_from == EMQ_FROM_QUEUE);
+    }
+    free(g);
+    assert_emq_ok(c, emq_limit(c, "dfl", NULL, 0));
+    assert_emq_ok(c, emq_weight(c, "dfl", NULL, 0));
+    assert_emq_ok(c, emq_rate(c, "dfl", NULL, 0, 0));
+    assert_emq_ok(c, emq_stats(c, "dfl", &s));
+    cr_assert(s.def_limit == 0 && s.def_weight == 0 && s.def_rate_max == 0);
+    emq_close(c);
+}
+
 Test(libemq, rate_holds_a_group_to_one_lease_per_spacing)
 {
     struct emq *c = lib_conn();

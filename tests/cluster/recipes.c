@@ -202,9 +202,9 @@ static bool group_numbers(const char *g, long long out[5])
     do {
         redisReply *r = cf_call(SCRIPT_GROUPS, cursor, "100", NULL);
         cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
-        cr_assert_eq((r->elements - 1) % 9, 0);
+        cr_assert_eq((r->elements - 1) % 12, 0);
         snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
-        for (size_t i = 1; i < r->elements; i += 9) {
+        for (size_t i = 1; i < r->elements; i += 12) {
             if (strcmp(r->element[i]->str, g) != 0)
                 continue;
             found = true;
@@ -507,7 +507,7 @@ static void r_stats(void)
     cr_assert_eq(fx_enqueue("JOBst2", NULL, "{}"), 1);
     cr_assert_eq(fx_enqueue("JOBst3", "TENst", "{}"), 1);
     struct leased f = cf_claim_one(true, 60000);
-    redisReply *r = cf_array(8, SCRIPT_STATS, NULL);
+    redisReply *r = cf_array(12, SCRIPT_STATS, NULL);
     /* pending, active, delayed, dead, ring, groups, paused, flat */
     long long want[8] = {2, 1, 0, 0, 1, -1, 0, 0};
     for (int i = 0; i < 8; i++)

@@ -1,5 +1,6 @@
 /* Integration: the weight and rate ops through emqd (PROTOCOL.md 5.26,
- * 5.27, 6.12, 6.13): validated before the backend, pipelined on one
+ * 5.27, 6.12, 6.13), and the queue-wide defaults of limit, weight and rate
+ * (6.14): validated before the backend, pipelined on one
  * connection in order with the claims they steer, shown by groups and the
  * metrics, obeyed by a stream; a parked claim wakes when a lane held by
  * its rate may be leased again. The real emqd against a real
@@ -83,7 +84,6 @@ Test(fair, bad_weights_are_refused_before_the_backend_and_write_nothing)
                     bad[i]),
             "EARG");
     assert_err_free(tc_call(c, "{\"op\":\"weight\",\"queue\":\"fw\",\"group\":\"TENa\"}"), "EARG");
-    assert_err_free(tc_call(c, "{\"op\":\"weight\",\"queue\":\"fw\",\"weight\":2}"), "EARG");
     assert_err_free(
         tc_call(c, "{\"op\":\"weight\",\"queue\":\"fw\",\"group\":\"bad\",\"weight\":2}"),
         "EBRAND");
@@ -287,4 +287,94 @@ Test(fair, the_metrics_show_each_groups_rate_and_whether_it_is_held)
     cr_assert_eq(emqd_metric(&fx_emqd, "emqd_group_rate_period_ms{queue=\"fn\",group=\"TENa\"}"),
                  60000);
     cr_assert_eq(emqd_metric(&fx_emqd, "emqd_group_throttled{queue=\"fn\",group=\"TENa\"}"), 1);
+}
+
+/* The defaults' bad input: refused before the backend, nothing written. */
+Test(fair, bad_defaults_are_refused_before_the_backend_and_write_nothing)
+{
+    struct tc_conn *c = fx_conn();
+    enqueue_n(c, "fd", "TENa", 1);
+    const char *bad[] = {
+        "{\"op\":\"limit\",\"queue\":\"fd\",\"max\":-1}",
+        "{\"op\":\"limit\",\"queue\":\"fd\",\"max\":\"2\"}",
+        "{\"op\":\"limit\",\"queue\":\"fd\"}",
+        "{\"op\":\"limit\",\"queue\":\"fd\",\"group\":\"\",\"max\":2}",
+        "{\"op\":\"weight\",\"queue\":\"fd\",\"weight\":0}",
+        "{\"op\":\"weight\",\"queue\":\"fd\",\"weight\":1001}",
+        "{\"op\":\"rate\",\"queue\":\"fd\",\"max\":5}",
+        "{\"op\":\"rate\",\"queue\":\"fd\",\"max\":null,\"per_ms\":10}",
+        "{\"op\":\"rate\",\"queue\":\"fd\",\"max\":0,\"per_ms\":10}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_t *r = tc_call(c, "%s", bad[i]);
+        cr_assert(r != NULL && json_is_false(json_object_get(r, "ok")), "accepted: %s", bad[i]);
+        json_decref(r);
+    }
+    cr_assert_eq(glimit_fields("fd"), 0, "a refused default wrote nothing");
+    assert_check_clean(c, "fd");
+    tc_close(c);
+}
+
+/* limit without a group, claims, stats, groups, the group's own limit,
+ * and the default removed, in one write on fresh queues: each reply sees
+ * what was sent before it, and says where each setting comes from. */
+Test(fair, pipelined_defaults_take_effect_in_order_and_show_their_source)
+{
+    struct tc_conn *c = fx_conn();
+    char lines[4096], q[16], got[64];
+    for (int i = 0; i < 20; i++) {
+        snprintf(q, sizeof(q), "fq%d", i);
+        enqueue_n(c, q, "TENa", 6);
+        enqueue_n(c, q, "TENb", 6);
+        snprintf(lines, sizeof(lines),
+                 "{\"op\":\"limit\",\"queue\":\"%s\",\"max\":1}\n"
+                 "{\"op\":\"limit\",\"queue\":\"%s\",\"group\":\"TENb\",\"max\":2}\n"
+                 "{\"op\":\"weight\",\"queue\":\"%s\",\"weight\":4}\n"
+                 "{\"op\":\"claim\",\"queue\":\"%s\",\"count\":10}\n"
+                 "{\"op\":\"stats\",\"queue\":\"%s\"}\n"
+                 "{\"op\":\"groups\",\"queue\":\"%s\"}\n"
+                 "{\"op\":\"limit\",\"queue\":\"%s\",\"max\":null}\n"
+                 "{\"op\":\"weight\",\"queue\":\"%s\",\"weight\":null}\n"
+                 "{\"op\":\"claim\",\"queue\":\"%s\",\"count\":4}\n"
+                 "{\"op\":\"groups\",\"queue\":\"%s\"}\n",
+                 q, q, q, q, q, q, q, q, q, q);
+        json_t *r[10];
+        pipeline_ok(c, lines, r, 10);
+        groups_of(claim_jobs(r[3]), got, sizeof(got));
+        cr_assert_str_eq(got, "a,b,b", "round %d: a by the default 1, b by its own 2", i);
+        json_t *d = json_object_get(r[4], "defaults");
+        cr_assert_eq(jint(d, "limit"), 1, "round %d: stats shows the default", i);
+        cr_assert_eq(jint(d, "weight"), 4);
+        cr_assert(json_is_null(json_object_get(d, "rate")));
+        json_t *list = json_object_get(r[5], "groups");
+        cr_assert_eq(json_array_size(list), 2);
+        for (size_t e = 0; e < 2; e++) {
+            json_t *g = json_array_get(list, e);
+            bool a = strcmp(jstr(g, "group"), "TENa") == 0;
+            cr_assert_eq(jint(g, "limit"), a ? 1 : 2, "round %d", i);
+            cr_assert_str_eq(jstr(g, "limit_from"), a ? "queue" : "group");
+            cr_assert_eq(jint(g, "weight"), 4);
+            cr_assert_str_eq(jstr(g, "weight_from"), "queue");
+            cr_assert(json_is_null(json_object_get(g, "rate_from")));
+        }
+        /* The default gone: a has no ceiling (1 active, 5 pending), b keeps
+         * its own 2 (2 active): only a is served. */
+        groups_of(claim_jobs(r[8]), got, sizeof(got));
+        cr_assert_str_eq(got, "a,a,a,a", "round %d: the default removed", i);
+        list = json_object_get(r[9], "groups");
+        for (size_t e = 0; e < json_array_size(list); e++) {
+            json_t *g = json_array_get(list, e);
+            bool a = strcmp(jstr(g, "group"), "TENa") == 0;
+            if (a) {
+                cr_assert(json_is_null(json_object_get(g, "limit")));
+                cr_assert(json_is_null(json_object_get(g, "limit_from")));
+            } else {
+                cr_assert_str_eq(jstr(g, "limit_from"), "group");
+            }
+            cr_assert(json_is_null(json_object_get(g, "weight_from")));
+        }
+        free_all(r, 10);
+    }
+    assert_check_clean(c, "fq0");
+    tc_close(c);
 }

@@ -3,7 +3,9 @@
  * in full; a reference model of the ring (weights, ceilings, pauses, rates,
  * batch claims of any size, completions) is run against the scripts on a
  * long seeded sequence of moves and must agree on every job served and on
- * the ring after every move. The model's rates are one lease a minute, so
+ * the ring after every move. The model also sets the queue-wide defaults
+ * (limit, weight and rate without a group), which apply to every lane
+ * without a setting of its own. The model's rates are one lease a minute, so
  * that a rated lane, once leased, is held for the rest of the sequence
  * unless its rate is removed: what time does to rates is the subject of
  * tests/lanes/test_rate.c. */
@@ -268,8 +270,8 @@ LANE_TEST(weight, a_queue_without_weights_pays_nothing_for_them)
 
 struct m_lane {
     char name[8];
-    int enq, next; /* jobs enqueued so far; the next to serve */
-    int active, limit, weight;
+    int enq, next;             /* jobs enqueued so far; the next to serve */
+    int active, limit, weight; /* its own settings; 0: none */
     bool paused;
     bool rated, held;     /* a rate of 1 a minute; held: leased under it */
     char leased[512][72]; /* its jobs in flight, oldest first, and their tokens */
@@ -278,10 +280,13 @@ struct m_lane {
 
 struct model {
     struct m_lane lane[M_LANES];
+    int dlimit, dweight; /* the queue defaults; 0: none */
+    bool drated;         /* a default rate of one lease a minute */
     int ring[M_LANES], nring;
     int used;           /* jobs the ring head has had in its turn */
     int served, turned; /* jobs served; of them, a turn's second or later */
     int throttled;      /* of them, leases that put a lane under its rate */
+    int defaults;       /* default ceilings set, each re-placing every lane */
 };
 
 static int m_depth(const struct model *m, int l)
@@ -305,11 +310,58 @@ static void m_remove_at(struct model *m, int i)
     m->nring--;
 }
 
+/* What applies to a lane: its own setting, else the queue default. */
+static int m_limit(const struct model *m, const struct m_lane *x)
+{
+    return x->limit ? x->limit : m->dlimit;
+}
+
+static int m_weight(const struct model *m, const struct m_lane *x)
+{
+    return x->weight ? x->weight : m->dweight ? m->dweight : 1;
+}
+
+static bool m_rated(const struct model *m, const struct m_lane *x)
+{
+    return x->rated || m->drated;
+}
+
 static bool m_serviceable(const struct model *m, int l)
 {
     const struct m_lane *x = &m->lane[l];
-    return m_depth(m, l) > 0 && !x->paused && (x->limit == 0 || x->active < x->limit) &&
-           !(x->rated && x->held);
+    int lim = m_limit(m, x);
+    return m_depth(m, l) > 0 && !x->paused && (lim == 0 || x->active < lim) && !x->held;
+}
+
+/* A default changed: every lane goes where the rule puts it; those that
+ * stay keep their order, those that join go to the tail in name order. */
+static void m_replace_all(struct model *m)
+{
+    int keep[M_LANES], n = 0;
+    bool on[M_LANES] = {false};
+    for (int i = 0; i < m->nring; i++) {
+        on[m->ring[i]] = true;
+        if (m_serviceable(m, m->ring[i]))
+            keep[n++] = m->ring[i];
+    }
+    if (m->nring > 0 && (n == 0 || keep[0] != m->ring[0]))
+        m->used = 0;
+    for (int l = 0; l < M_LANES; l++)
+        if (!on[l] && m_serviceable(m, l))
+            keep[n++] = l;
+    memcpy(m->ring, keep, sizeof(int) * (size_t)n);
+    m->nring = n;
+}
+
+/* The ring head's turn ends if it has had its (new) weight. */
+static void m_end_turn(struct model *m)
+{
+    if (m->nring > 0 && m->used > 0 && m->used >= m_weight(m, &m->lane[m->ring[0]])) {
+        int l = m->ring[0];
+        memmove(&m->ring[0], &m->ring[1], sizeof(int) * (size_t)(m->nring - 1));
+        m->ring[m->nring - 1] = l;
+        m->used = 0;
+    }
 }
 
 static void m_reconcile(struct model *m, int l)
@@ -333,13 +385,14 @@ static int m_claim(struct model *m, int n, char (*ids)[72])
         m->served++;
         if (m->used++ > 0 && m->nring > 1)
             m->turned++;
-        if (x->rated) {
+        if (m_rated(m, x)) {
             x->held = true;
             m->throttled++;
         }
-        if ((x->limit > 0 && x->active >= x->limit) || m_depth(m, l) == 0 || x->held) {
+        int lim = m_limit(m, x);
+        if ((lim > 0 && x->active >= lim) || m_depth(m, l) == 0 || x->held) {
             m_remove_at(m, 0);
-        } else if (m->used >= x->weight) {
+        } else if (m->used >= m_weight(m, x)) {
             memmove(&m->ring[0], &m->ring[1], sizeof(int) * (size_t)(m->nring - 1));
             m->ring[m->nring - 1] = l;
             m->used = 0;
@@ -365,14 +418,30 @@ static int lane_of(const struct model *m, const char *group)
     return -1;
 }
 
+/* Complete lane l's oldest lease; the lane comes back to the ring when
+ * that takes it from its ceiling to one below. */
+static void m_complete_oldest(struct model *m, int l)
+{
+    struct m_lane *x = &m->lane[l];
+    char st[32];
+    fx_complete(x->leased[0], x->tokens[0], st, sizeof(st));
+    cr_assert_str_eq(st, "completed");
+    memmove(x->leased[0], x->leased[1], 72 * (size_t)(x->active - 1));
+    memmove(x->tokens[0], x->tokens[1], 32 * (size_t)(x->active - 1));
+    x->active--;
+    if (m_limit(m, x) > 0 && x->active == m_limit(m, x) - 1 && !x->paused && m_depth(m, l) > 0 &&
+        !x->held)
+        m->ring[m->nring++] = l;
+}
+
 /* One random move, made on the store and on the model alike. */
 static void step(struct model *m, unsigned *seed, int k)
 {
     int l = rand_r(seed) % M_LANES, v;
     struct m_lane *x = &m->lane[l];
-    char num[16], ids[16][72], st[32];
+    char num[16], ids[16][72];
     struct leased j[16];
-    switch (rand_r(seed) % 11) {
+    switch (rand_r(seed) % 15) {
     case 0:
     case 1:
     case 2: /* enqueue a few */
@@ -402,27 +471,19 @@ static void step(struct model *m, unsigned *seed, int k)
         break;
     }
     case 6: /* complete the oldest lease of the lane */
-        if (x->active == 0)
-            break;
-        fx_complete(x->leased[0], x->tokens[0], st, sizeof(st));
-        cr_assert_str_eq(st, "completed");
-        memmove(x->leased[0], x->leased[1], 72 * (size_t)(x->active - 1));
-        memmove(x->tokens[0], x->tokens[1], 32 * (size_t)(x->active - 1));
-        x->active--;
-        if (x->limit > 0 && x->active == x->limit - 1 && !x->paused && m_depth(m, l) > 0 &&
-            !(x->rated && x->held))
-            m->ring[m->nring++] = l;
+        if (x->active > 0)
+            m_complete_oldest(m, l);
+        break;
+    case 14: /* complete every lease of the lane, as a fast worker would */
+        while (x->active > 0)
+            m_complete_oldest(m, l);
         break;
     case 7: /* weight, or reset it */
         v = rand_r(seed) % 5;
         snprintf(num, sizeof(num), "%d", v);
         weight(x->name, num);
-        x->weight = v == 0 ? 1 : v;
-        if (m->nring > 0 && m->ring[0] == l && m->used > 0 && m->used >= x->weight) {
-            memmove(&m->ring[0], &m->ring[1], sizeof(int) * (size_t)(m->nring - 1));
-            m->ring[m->nring - 1] = l;
-            m->used = 0;
-        }
+        x->weight = v;
+        m_end_turn(m);
         break;
     case 8: /* ceiling, or none */
         v = rand_r(seed) % 4;
@@ -434,8 +495,37 @@ static void step(struct model *m, unsigned *seed, int k)
     case 10: /* a rate of one lease a minute, or none */
         x->rated = !x->rated;
         cr_assert_eq(fx_int(SCRIPT_RATE, x->name, x->rated ? "1" : "0", "60000", NULL), 1);
-        x->held = false; /* removed, the TAT goes; set anew, there was none */
+        /* Removed, the TAT goes (a default rate applies afresh); set, it
+         * stays: a lane held by the default stays held. */
+        if (!x->rated)
+            x->held = false;
         m_reconcile(m, l);
+        break;
+    case 11: /* the default weight, or none */
+        v = rand_r(seed) % 5;
+        snprintf(num, sizeof(num), "%d", v);
+        weight("", num);
+        m->dweight = v;
+        m_end_turn(m);
+        break;
+    case 12: /* the default ceiling; a set one is often removed, as a
+              * default ceiling of 1 on every lane would starve the run */
+        v = m->dlimit && rand_r(seed) % 2 ? 0 : rand_r(seed) % 4;
+        snprintf(num, sizeof(num), "%d", v);
+        cr_assert_eq(fx_int(SCRIPT_LIMIT, "", num, NULL), 1);
+        m->dlimit = v;
+        m_replace_all(m);
+        m->defaults++;
+        break;
+    case 13: /* the default rate: set now and then, removed soon after */
+        if (!m->drated && rand_r(seed) % 3 != 0)
+            break;
+        m->drated = !m->drated;
+        cr_assert_eq(fx_int(SCRIPT_RATE, "", m->drated ? "1" : "0", "60000", NULL), 1);
+        for (int i = 0; !m->drated && i < M_LANES; i++)
+            if (!m->lane[i].rated)
+                m->lane[i].held = false; /* left with no rate, the TAT goes */
+        m_replace_all(m);
         break;
     default: /* pause or resume */
         x->paused = !x->paused;
@@ -455,7 +545,6 @@ static void run_model(unsigned seed, int moves)
     memset(&m, 0, sizeof(m));
     for (int l = 0; l < M_LANES; l++) {
         snprintf(m.lane[l].name, sizeof(m.lane[l].name), "TEN%c", 'a' + l);
-        m.lane[l].weight = 1;
     }
     for (int k = 0; k < moves; k++) {
         step(&m, &seed, k);
@@ -463,18 +552,21 @@ static void run_model(unsigned seed, int moves)
             fx_assert_invariants(&fx_q);
     }
     /* The sequence must have exercised what it is for: weighted turns
-     * with other lanes waiting, among many jobs served. */
-    cr_assert_gt(m.served, 1000, "only %d jobs served", m.served);
-    cr_assert_gt(m.turned, 50, "only %d jobs in weighted turns", m.turned);
+     * with other lanes waiting, among many jobs served, and many default
+     * ceilings (the defaults hold lanes often, so fewer jobs are served
+     * per move than without them). */
+    cr_assert_gt(m.served, 400, "only %d jobs served", m.served);
+    cr_assert_gt(m.turned, 20, "only %d jobs in weighted turns", m.turned);
     cr_assert_gt(m.throttled, 5, "only %d leases under a rate", m.throttled);
+    cr_assert_gt(m.defaults, 50, "only %d default ceilings set", m.defaults);
 }
 
 LANE_TEST(weight, the_model_agrees_on_every_job_served)
 {
-    run_model(16, 3000);
+    run_model(16, 4000);
 }
 
 LANE_TEST(weight, the_model_agrees_on_another_sequence)
 {
-    run_model(1601, 3000);
+    run_model(1601, 4000);
 }

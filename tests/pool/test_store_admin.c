@@ -296,7 +296,14 @@ Test(store_admin, reads_decode)
 
     CALL(store_stats(&w.sq, stats, NULL));
     cr_assert(w.got.code == 0 && w.got.some);
-    struct store_stats want = {.pending = 3, .groups = 1, .paused = 1, .flat = 1};
+    struct store_stats want = {.pending = 3,
+                               .groups = 1,
+                               .paused = 1,
+                               .flat = 1,
+                               .def_limit = -1,
+                               .def_weight = -1,
+                               .def_rate_max = -1,
+                               .def_rate_per_ms = -1};
     cr_assert_arr_eq(&w.got.stats, &want, sizeof(want));
 
     CALL(store_groups(&w.sq, "0", 100, groups, NULL));

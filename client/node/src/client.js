@@ -476,19 +476,20 @@ export class Client extends EventEmitter {
     return r.lease_until;
   }
 
+  /** group null or undefined: the queue-wide default (PROTOCOL.md 6.14), as for weight and rate. */
   async limit(queue, group, max) {
-    await this.request('limit', { queue, group, max: max === undefined ? null : max });
+    await this.request('limit', { queue, group: group ?? undefined, max: max === undefined ? null : max });
   }
 
   /** A group's jobs per turn of the ring, 1..1000; null resets it to 1. */
   async weight(queue, group, weight) {
-    await this.request('weight', { queue, group, weight: weight === undefined ? null : weight });
+    await this.request('weight', { queue, group: group ?? undefined, weight: weight === undefined ? null : weight });
   }
 
   /** At most max leases of the group per perMs ms; max null removes the rate. */
   async rate(queue, group, max, perMs) {
     const removal = max === undefined || max === null;
-    await this.request('rate', { queue, group, max: removal ? null : max, per_ms: removal ? undefined : perMs });
+    await this.request('rate', { queue, group: group ?? undefined, max: removal ? null : max, per_ms: removal ? undefined : perMs });
   }
 
   async pause(queue, group) {

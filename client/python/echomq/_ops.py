@@ -253,23 +253,27 @@ def extend(job: LeaseRef, lease_ms: int) -> Call[int]:
 # ---- Tenant levers (5.12-5.18) ----------------------------------------
 
 
-def limit(queue: str, group: str, max: Optional[int]) -> Call[None]:
+def limit(queue: str, group: Optional[str], max: Optional[int]) -> Call[None]:
     """Set one group's concurrency ceiling (5.12): at most ``max`` of its
-    jobs active at once; ``None`` (or 0) removes the ceiling."""
+    jobs active at once; ``None`` (or 0) removes the ceiling. ``group``
+    ``None`` sets the queue-wide default instead (6.14), as for ``weight``
+    and ``rate``: it applies to every group without its own."""
     return Call(_req("limit", queue=queue, group=group, max=max or 0), _none)
 
 
-def weight(queue: str, group: str, weight: Optional[int]) -> Call[None]:
+def weight(queue: str, group: Optional[str], weight: Optional[int]) -> Call[None]:
     """Set one group's weight (5.26): its lane is served ``weight`` jobs
-    (1..1000) per turn of the ring; ``None`` resets it to the default, 1."""
+    (1..1000) per turn of the ring; ``None`` removes it (the queue
+    default, else 1, applies). ``group`` ``None``: the queue default."""
     r = _req("weight", queue=queue, group=group)
     r["weight"] = weight  # None goes on the wire as null: the reset
     return Call(r, _none)
 
 
-def rate(queue: str, group: str, max: Optional[int], per_ms: Optional[int] = None) -> Call[None]:
+def rate(queue: str, group: Optional[str], max: Optional[int], per_ms: Optional[int] = None) -> Call[None]:
     """Hold one group to at most ``max`` leases per ``per_ms`` ms (5.27),
-    on the backend's clock; ``max`` ``None`` removes the rate."""
+    on the backend's clock; ``max`` ``None`` removes the rate. ``group``
+    ``None``: the queue default."""
     r = _req("rate", queue=queue, group=group, per_ms=per_ms if max is not None else None)
     r["max"] = max  # None goes on the wire as null: the removal
     return Call(r, _none)

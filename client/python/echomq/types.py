@@ -177,11 +177,17 @@ class Stats:
     """Paused groups."""
     flat: int
     """Pending ungrouped jobs."""
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    """The queue-wide defaults (6.14): ``limit``, ``weight``, ``rate``
+    (``{"max", "per_ms"}``), each ``None`` when not set; empty from a daemon
+    without defaults."""
 
     @classmethod
     def from_wire(cls, r: Mapping[str, Any]) -> "Stats":
         """Read a ``stats`` reply."""
-        return cls(*(_int(r, k) for k in ("pending", "active", "delayed", "dead", "ring", "groups", "paused", "flat")))
+        d = r.get("defaults")
+        n = [_int(r, k) for k in ("pending", "active", "delayed", "dead", "ring", "groups", "paused", "flat")]
+        return cls(n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], dict(d) if isinstance(d, dict) else {})
 
 
 @dataclass(frozen=True)
@@ -206,6 +212,12 @@ class GroupInfo:
     """The period of its rate, ms; ``None`` without one."""
     throttled: bool = False
     """Whether it is off the ring until its rate allows a lease."""
+    limit_from: Optional[str] = None
+    """Where ``limit`` comes from: ``"group"``, ``"queue"`` (the default) or ``None``."""
+    weight_from: Optional[str] = None
+    """Where ``weight`` comes from, as ``limit_from``."""
+    rate_from: Optional[str] = None
+    """Where the rate comes from, as ``limit_from``."""
 
     @classmethod
     def from_wire(cls, g: Mapping[str, Any]) -> "GroupInfo":
@@ -213,7 +225,8 @@ class GroupInfo:
         r = g.get("rate")
         rate: Mapping[str, Any] = r if isinstance(r, dict) else {}
         return cls(str(g.get("group", "")), _int(g, "depth"), _int(g, "active"), _opt_int(g, "limit"), g.get("paused") is True,
-                   _int(g, "weight", 1), _opt_int(rate, "max"), _opt_int(rate, "per_ms"), g.get("throttled") is True)
+                   _int(g, "weight", 1), _opt_int(rate, "max"), _opt_int(rate, "per_ms"), g.get("throttled") is True,
+                   _opt_str(g, "limit_from"), _opt_str(g, "weight_from"), _opt_str(g, "rate_from"))
 
 
 @dataclass(frozen=True)

@@ -232,6 +232,25 @@ def test_clients_shows_names_streams_and_held_leases(client: Client, other: Clie
         client.clients("x")
 
 
+def test_defaults_apply_to_groups_without_their_own(client: Client, other: Client, queue: str) -> None:
+    for i in range(3):
+        client.enqueue(queue, i, group="TENa", job=f"JOBa{i}")
+        client.enqueue(queue, i, group="TENb", job=f"JOBb{i}")
+    assert client.limit(queue, None, 1) is None
+    client.limit(queue, "TENb", 2)
+    client.weight(queue, None, 2)
+    with pytest.raises(echomq.ArgumentError):
+        client.weight(queue, None, 0)
+    assert client.stats(queue).defaults == {"limit": 1, "weight": 2, "rate": None}
+    got = sorted((g.group, g.limit, g.limit_from, g.weight_from) for g in other.groups(queue).groups)
+    assert got == [("TENa", 1, "queue", "queue"), ("TENb", 2, "group", "queue")]
+    assert [j.group for j in client.claim(queue, 6)] == ["TENa", "TENb", "TENb"]
+    client.limit(queue, None, None)
+    client.weight(queue, None, None)
+    assert client.stats(queue).defaults == {"limit": None, "weight": None, "rate": None}
+    assert client.check(queue) == []
+
+
 def test_reap_recovers_an_expired_lease(client: Client, other: Client, queue: str) -> None:
     job = client.enqueue(queue, 1, group="TENa").job
     client.claim(queue, lease_ms=1)
