@@ -526,9 +526,10 @@ static const struct api_op *gate(struct server *s, struct http_conn *c, const ch
      * do (backoff.h): guessing through the page costs the same time as
      * guessing through the protocol, and shares its windows. */
     char peer[64], kb[64];
-    const char *addr = backoff_key(http_peer(c, peer, sizeof(peer)), false, kb, sizeof(kb));
+    const char *addr = NULL; /* counted only where a token is needed */
     uint64_t now = uv_now(s->loop);
     if (server_auth_required(s)) {
+        addr = backoff_key(http_peer(c, peer, sizeof(peer)), false, kb, sizeof(kb));
         uint64_t wait = backoff_wait(&s->backoff, addr, now);
         if (wait > 0) {
             snprintf(msg, sizeof(msg),
@@ -538,14 +539,14 @@ static const struct api_op *gate(struct server *s, struct http_conn *c, const ch
             return NULL;
         }
     }
-    if (!api_auth(s, tok, tlen, &role, &line)) {
+    if (!api_auth(s, tok, tlen, &role, &line)) { /* only when a token is needed: addr is set */
         log_event(LOG_INFO, "dashboard request refused: bad or missing token", "op=%.32s peer=%s",
                   op, addr);
         backoff_failed(&s->backoff, addr, now, s->cfg->auth_backoff_ms);
         refuse(c, 401, WIRE_EAUTH, "bad or missing token (Authorization: Bearer ...)");
         return NULL;
     }
-    if (server_auth_required(s))
+    if (addr != NULL)
         backoff_passed(&s->backoff, addr);
     if (!body_is_json(c)) {
         refuse(c, 415, WIRE_EPROTO, "the body must be Content-Type: application/json");
