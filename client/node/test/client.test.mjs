@@ -193,8 +193,11 @@ test('limit, pause, resume, reassign, drain, depth, reap, stats, groups, job, ch
   assert.equal(await c.depth(q), 0);
   assert.equal(await c.drain(q, 'TENacme'), 2);
   await assert.rejects(c.job(q, 'JOBa1'), NoJobError);
-  const [j] = await c.claim(q, { leaseMs: 1 });
+  // A long lease while reassign must see the job active (a 1 ms one could
+  // be reaped by upkeep first), then cut to 1 ms for the reap.
+  const [j] = await c.claim(q, { leaseMs: 600000 });
   await assert.rejects(c.reassign(q, j.id, 'TENacme'), StateError);
+  await c.extend(j, 1);
   await waitFor(async () => (await c.reap(q, 'TENbeta')) === 1 || (await c.job(q, j.id)).state === 'pending',
     { what: 'the 1 ms lease to be reaped' });
   assert.equal(await c.reap(q), 0);
