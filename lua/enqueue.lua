@@ -39,31 +39,14 @@ local function handoff(id, g, lease_ms, now, by)
   return {deadline, job[1], job[2], job[3], job[4], job[5]}
 end
 
-local id, g, payload = ARGV[2], ARGV[3], ARGV[4]
-local delay, max = tonumber(ARGV[5]), tonumber(ARGV[6])
+local id, g = ARGV[2], ARGV[3]
 local hand = tonumber(ARGV[7] or '0')
-if string.sub(id, 1, 3) ~= 'JOB' then
-  return redis.error_reply('EKIND job id must be JOB-namespaced')
-end
-if not valid_job(id) then return redis.error_reply('EARG malformed job id') end
-if g ~= '' and not valid_group(g) then
-  return redis.error_reply('EBRAND malformed group id')
-end
-if not delay or delay < 0 or not max or max < 0 or not hand or hand < 0 then
-  return redis.error_reply('EARG delay_ms, max_attempts and lease_ms must be non-negative')
-end
-local row = row_key(id)
--- Every row has a state, so setting it only where there is none both
--- refuses a duplicate and starts the row (one call instead of EXISTS + HSET).
-if call('HSETNX', row, 'state', delay > 0 and 'delayed' or 'pending') == 0 then return 0 end
+if not hand or hand < 0 then return redis.error_reply('EARG lease_ms must be non-negative') end
 local now = now_ms()
-call('HSET', row, 'group', g, 'payload', payload, 'attempts', '0',
-     'max_attempts', int(max), 'created_ms', int(now))
-if delay > 0 then
-  call('ZADD', K_DELAYED, int(now + delay), id)
-  if g ~= '' then call('SADD', K_GROUPS, g) end
-  return 1
-end
+local st, err = admit_row(id, g, ARGV[4], ARGV[5], ARGV[6], now)
+if err then return redis.error_reply(err) end
+if st == 'duplicate' then return 0 end
+if st == 'delayed' then return 1 end
 if hand > 0 then
   local job = handoff(id, g, hand, now, ARGV[8])
   if job then

@@ -373,4 +373,34 @@ end
 local function valid_job(id)
   return #id >= 4 and #id <= 67 and string.match(id, '^JOB[%w_%-]+$') ~= nil
 end
+
+-- Admit one job's row (enqueue.lua, enqueue_many.lua): check its
+-- arguments, refuse a duplicate, write the row and, when it has a delay,
+-- put it in the delayed index. Returns 'ready' (the row says pending: the
+-- caller puts it in its backlog, or hands it off), 'delayed', 'duplicate'
+-- (a row exists: nothing changed) or nil and an "ECODE message" error.
+-- Nothing is written before every check has passed. now: the caller's
+-- now_ms(); delay and max: the ARGV text.
+local function admit_row(id, g, payload, delay, max, now)
+  if string.sub(id, 1, 3) ~= 'JOB' then return nil, 'EKIND job id must be JOB-namespaced' end
+  if not valid_job(id) then return nil, 'EARG malformed job id' end
+  if g ~= '' and not valid_group(g) then return nil, 'EBRAND malformed group id' end
+  delay, max = tonumber(delay), tonumber(max)
+  if not delay or delay < 0 or not max or max < 0 then
+    return nil, 'EARG delay_ms and max_attempts must be non-negative'
+  end
+  local row = row_key(id)
+  -- Every row has a state, so setting it only where there is none both
+  -- refuses a duplicate and starts the row (one call instead of EXISTS +
+  -- HSET).
+  if call('HSETNX', row, 'state', delay > 0 and 'delayed' or 'pending') == 0 then
+    return 'duplicate'
+  end
+  call('HSET', row, 'group', g, 'payload', payload, 'attempts', '0',
+       'max_attempts', int(max), 'created_ms', int(now))
+  if delay == 0 then return 'ready' end
+  call('ZADD', K_DELAYED, int(now + delay), id)
+  if g ~= '' then call('SADD', K_GROUPS, g) end
+  return 'delayed'
+end
 -- luacheck: pop

@@ -40,11 +40,13 @@ static uint64_t wall_ms(void)
 static const struct arg_spec enqueue_spec[] = {Q, ENQ_FIELDS, END};
 static const struct arg_spec item_spec[] = {ENQ_FIELDS, END};
 
-/* One enqueue script call for one item; cb gets priv. The minted id (if
- * any) is written back into the item so the reply can name it. handoff_ms
- * > 0 lets the script lease the job at once (queue_handoff_begin). */
-static int enqueue_item(struct req *r, json_t *item, const char *dflt_group, uint64_t handoff_ms,
-                        store_enqueue_cb *cb, void *priv)
+/* The store arguments of one item (its checks passed): the minted id
+ * (if any) is written back into the item so the reply can name it. The
+ * payload's text is borrowed from the request when request_parse found
+ * it compact, else written into *text (owned: outbuf_deinit it once the
+ * call is sent). 0, -E2BIG (payload too large) or -ENOMEM. */
+static int item_args(struct req *r, json_t *item, const char *dflt_group,
+                     struct store_enqueue_args *a, struct outbuf *text)
 {
     struct server *s = req_server(r);
     const char *job = request_string(item, "job", NULL);
@@ -57,43 +59,53 @@ static int enqueue_item(struct req *r, json_t *item, const char *dflt_group, uin
     const char *group = request_string(item, "group", NULL);
     if (group == NULL)
         group = dflt_group;
-    /* The payload's text: as received when request_parse found it already
-     * compact (NUL-terminated, borrowed from the request), else written
-     * from the tree into text (NUL-terminated, owned). */
     const json_t *payload = json_object_get(item, "payload");
-    struct outbuf text;
-    outbuf_init(&text);
+    outbuf_init(text);
     size_t len;
     const char *data = request_payload_text(payload, &len);
     if (data == NULL) {
-        if (payload_text(&text, payload) != 0 || outbuf_append(&text, "", 1) != 0) {
-            outbuf_deinit(&text);
+        if (payload_text(text, payload) != 0 || outbuf_append(text, "", 1) != 0)
             return -ENOMEM;
-        }
-        data = text.data;
-        len = text.len - 1;
+        data = text->data;
+        len = text->len - 1;
     }
-    if (len > s->cfg->max_payload) {
-        outbuf_deinit(&text);
+    if (len > s->cfg->max_payload)
         return -E2BIG;
-    }
-    struct store_enqueue_args a = {
+    *a = (struct store_enqueue_args){
         .job = job,
         .group = group,
         .payload = data,
         .payload_len = len,
         .delay_ms = request_int(item, "delay_ms", 0),
         .max_attempts = request_int(item, "max_attempts", s->cfg->max_attempts),
-        .handoff_ms = handoff_ms,
     };
-    int rc = store_enqueue(queue_store(r->q), &a, cb, priv);
-    outbuf_deinit(&text);
-    /* The store has its own copy of the payload now, and nothing after
-     * this reads it: the request, which waits for its reply (as long as
-     * the backend takes), keeps only the few small fields its reply and
-     * its hand-off need. A payload parsed into a tree (not compact: many
-     * small values) is many times its text. */
+    return 0;
+}
+
+/* After an item's call is sent: the store has its own copy of the
+ * payload, and nothing after this reads it. The request, which waits for
+ * its reply (as long as the backend takes), keeps only the few small
+ * fields its reply and its hand-off need; a payload parsed into a tree
+ * (not compact: many small values) is many times its text. */
+static void item_sent(json_t *item, struct outbuf *text)
+{
+    outbuf_deinit(text);
     json_object_del(item, "payload");
+}
+
+/* One enqueue script call for one item; cb gets priv. handoff_ms > 0
+ * lets the script lease the job at once (queue_handoff_begin). */
+static int enqueue_item(struct req *r, json_t *item, const char *dflt_group, uint64_t handoff_ms,
+                        store_enqueue_cb *cb, void *priv)
+{
+    struct store_enqueue_args a;
+    struct outbuf text;
+    int rc = item_args(r, item, dflt_group, &a, &text);
+    if (rc == 0) {
+        a.handoff_ms = handoff_ms;
+        rc = store_enqueue(queue_store(r->q), &a, cb, priv);
+    }
+    item_sent(item, &text);
     return rc;
 }
 
@@ -202,10 +214,12 @@ static const struct arg_spec enqueue_many_spec[] = {
     END,
 };
 
-/* One item of a batch: where its verdict goes. */
-struct item {
+/* One call of a batch: up to STORE_ITEMS_PER_CALL items, by their
+ * index in "jobs", in input order. */
+struct chunk {
     struct req *r;
-    size_t index;
+    size_t n;
+    size_t index[STORE_ITEMS_PER_CALL];
 };
 
 /* The reply, written straight into the line: an admitted item is held in
@@ -249,18 +263,23 @@ static void item_error(json_t *results, size_t i, const json_t *item, enum wire_
     json_array_set_new(results, i, e);
 }
 
-static void many_cb(void *priv, const struct store_status *st, const struct store_enqueued *res)
+static void many_cb(void *priv, const struct store_status *st, size_t n,
+                    const struct store_item_verdict *each)
 {
-    struct item *it = priv;
-    struct req *r = it->r;
-    json_t *item = json_array_get(json_object_get(r->root, "jobs"), it->index);
-    if (st->code != 0) {
-        item_error(r->acc, it->index, item, st->code, st->message);
-    } else {
-        admitted(r, item, res->enqueued);
-        json_array_set_new(r->acc, it->index, json_boolean(res->enqueued));
+    struct chunk *ch = priv;
+    struct req *r = ch->r;
+    json_t *jobs = json_object_get(r->root, "jobs");
+    for (size_t i = 0; i < ch->n; i++) {
+        json_t *item = json_array_get(jobs, ch->index[i]);
+        const struct store_status *ist = st->code != 0 || i >= n ? st : &each[i].st;
+        if (ist->code != 0) {
+            item_error(r->acc, ch->index[i], item, ist->code, ist->message);
+        } else {
+            admitted(r, item, each[i].enqueued);
+            json_array_set_new(r->acc, ch->index[i], json_boolean(each[i].enqueued));
+        }
     }
-    free(it);
+    free(ch);
     many_done(r);
 }
 
@@ -279,6 +298,27 @@ static bool check_enqueue_many(struct req *r)
     return true;
 }
 
+/* Send ch's items (args[0..ch->n), texts their owned payload texts) as
+ * one call, then let their payloads go. On a refused send, every item of
+ * the call gets the refusal. */
+static void many_send(struct req *r, struct chunk *ch, struct store_enqueue_args *args,
+                      struct outbuf *texts)
+{
+    json_t *jobs = json_object_get(r->root, "jobs");
+    r->outstanding++;
+    int rc = store_enqueue_many(queue_store(r->q), args, ch->n, many_cb, ch);
+    for (size_t i = 0; i < ch->n; i++)
+        item_sent(json_array_get(jobs, ch->index[i]), &texts[i]);
+    if (rc == 0)
+        return;
+    r->outstanding--;
+    const char *msg;
+    enum wire_error code = refusal(rc, &msg);
+    for (size_t i = 0; i < ch->n; i++)
+        item_error(r->acc, ch->index[i], json_array_get(jobs, ch->index[i]), code, msg);
+    free(ch);
+}
+
 static void cmd_enqueue_many(struct req *r)
 {
     json_t *jobs = json_object_get(r->root, "jobs");
@@ -287,9 +327,14 @@ static void cmd_enqueue_many(struct req *r)
     r->acc = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(r->acc, json_null());
-    /* Every item is checked first; the valid ones are all sent in this
-     * loop turn, so the pool pipelines them in one flush per connection. */
-    r->outstanding = 1; /* held until every item is sent */
+    /* Every item is checked first, and the valid ones go in calls of at
+     * most STORE_ITEMS_PER_CALL items, all sent in this loop turn and in
+     * order on the queue's route: an item is admitted after every item
+     * before it, as if each had its own call (lua/enqueue_many.lua). */
+    struct store_enqueue_args args[STORE_ITEMS_PER_CALL];
+    struct outbuf texts[STORE_ITEMS_PER_CALL];
+    struct chunk *ch = NULL;
+    r->outstanding = 1; /* held until every call is sent */
     for (size_t i = 0; i < n; i++) {
         json_t *item = json_array_get(jobs, i);
         struct request_error err;
@@ -297,22 +342,31 @@ static void cmd_enqueue_many(struct req *r)
             item_error(r->acc, i, NULL, err.code, err.message);
             continue;
         }
-        struct item *it = malloc(sizeof(*it));
-        if (it == NULL) {
-            item_error(r->acc, i, NULL, WIRE_EINTERNAL, "out of memory");
-            continue;
+        if (ch == NULL) {
+            if ((ch = malloc(sizeof(*ch))) == NULL) {
+                item_error(r->acc, i, NULL, WIRE_EINTERNAL, "out of memory");
+                continue;
+            }
+            *ch = (struct chunk){.r = r};
         }
-        *it = (struct item){.r = r, .index = i};
-        r->outstanding++;
-        int rc = enqueue_item(r, item, group ? group : "", 0, many_cb, it);
+        int rc = item_args(r, item, group ? group : "", &args[ch->n], &texts[ch->n]);
         if (rc != 0) {
-            r->outstanding--;
-            free(it);
+            item_sent(item, &texts[ch->n]);
             const char *msg;
             enum wire_error code = refusal(rc, &msg);
             item_error(r->acc, i, item, code, msg);
+            continue;
+        }
+        ch->index[ch->n++] = i;
+        if (ch->n == STORE_ITEMS_PER_CALL) {
+            many_send(r, ch, args, texts);
+            ch = NULL;
         }
     }
+    if (ch != NULL && ch->n > 0)
+        many_send(r, ch, args, texts);
+    else
+        free(ch); /* NULL, or every item after the last call failed its checks */
     many_done(r);
 }
 

@@ -88,6 +88,75 @@ int store_enqueue(struct store_queue *sq, const struct store_enqueue_args *a, st
                               0);
 }
 
+/* --- enqueue_many ------------------------------------------------------ */
+
+/* A verdicts reply decoded: one per item sent. The messages of refused
+ * items point into the reply, which outlives the callback. */
+struct verdicts {
+    size_t n;
+    struct store_item_verdict each[STORE_ITEMS_PER_CALL];
+};
+
+static int verdicts_parse(const redisReply *r, void *out)
+{
+    struct verdicts *v = out;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != v->n)
+        return STORE_SHAPE;
+    for (size_t i = 0; i < v->n; i++) {
+        const redisReply *e = r->element[i];
+        struct store_item_verdict *o = &v->each[i];
+        *o = (struct store_item_verdict){.st = store_ok};
+        if (e->type == REDIS_REPLY_INTEGER && (e->integer == 0 || e->integer == 1)) {
+            o->enqueued = e->integer == 1;
+        } else if (e->type == REDIS_REPLY_ERROR) {
+            /* The item's own "ECODE message", as a whole call's (store.c). */
+            size_t w = strcspn(e->str, " ");
+            o->st.code = wire_error_lookup(e->str, w);
+            o->st.message = e->str[w] ? e->str + w + 1 : e->str;
+            if (o->st.code == WIRE_EINTERNAL)
+                return STORE_SHAPE; /* not a code the script returns: logged as unexpected */
+        } else {
+            return STORE_SHAPE;
+        }
+    }
+    return 0;
+}
+
+static void verdicts_decode(const struct store_call *c, const struct store_status *st,
+                            const redisReply *r)
+{
+    struct store_status s = *st;
+    struct verdicts v = {.n = c->n};
+    bool ok = store_parsed(c, &s, r, verdicts_parse, &v);
+    ((store_enqueue_many_cb *)c->cb)(c->priv, &s, ok ? v.n : 0, ok ? v.each : NULL);
+}
+
+int store_enqueue_many(struct store_queue *sq, const struct store_enqueue_args *items, size_t n,
+                       store_enqueue_many_cb *cb, void *priv)
+{
+    enum { PER = 5 };
+    if (n == 0 || n > STORE_ITEMS_PER_CALL)
+        return -EINVAL;
+    const char *argv[PER * STORE_ITEMS_PER_CALL];
+    size_t lens[PER * STORE_ITEMS_PER_CALL];
+    char nums[2 * STORE_ITEMS_PER_CALL][24];
+    for (size_t i = 0; i < n; i++) {
+        const struct store_enqueue_args *a = &items[i];
+        const char **v = argv + PER * i;
+        size_t *l = lens + PER * i;
+        v[0] = a->job;
+        v[1] = a->group;
+        v[2] = a->payload;
+        v[3] = store_num(nums[2 * i], a->delay_ms);
+        v[4] = store_num(nums[2 * i + 1], a->max_attempts);
+        for (int k = 0; k < PER; k++)
+            l[k] = k == 2 ? a->payload_len : strlen(v[k]);
+    }
+    /* The pool copies the arguments: they may go when this returns. */
+    return store_send(sq, SCRIPT_ENQUEUE_MANY, (int)(PER * n), argv, lens, verdicts_decode,
+                      STORE_CB(cb), priv, n);
+}
+
 /* --- claim ------------------------------------------------------------- */
 
 /* Up to this many jobs are decoded on the stack; a larger batch (claim

@@ -35,6 +35,30 @@ typedef void store_enqueue_cb(void *priv, const struct store_status *st,
 int store_enqueue(struct store_queue *sq, const struct store_enqueue_args *a, store_enqueue_cb *cb,
                   void *priv);
 
+/* The most items one enqueue_many call carries. A script runs alone in
+ * Redis; an item costs it ~10 us (more with a new lane), so 64 keep a
+ * call near the millisecond bound of STORE_PAIRS_PER_CALL while sharing
+ * the call's fixed cost (the EVALSHA, the prelude, TIME) over many jobs.
+ * Callers split larger batches, in order (server/cmd_jobs.c). */
+#define STORE_ITEMS_PER_CALL 64
+
+/* One item's verdict: st.code 0 and enqueued (false: duplicate), or the
+ * item's own refusal in st. */
+struct store_item_verdict {
+    struct store_status st;
+    bool enqueued;
+};
+
+/* n verdicts, in the order the items were given; with st->code set (the
+ * call itself failed: every item alike), each is NULL. */
+typedef void store_enqueue_many_cb(void *priv, const struct store_status *st, size_t n,
+                                   const struct store_item_verdict *each);
+
+/* Admit items[0..n) (1 <= n <= STORE_ITEMS_PER_CALL, no hand-off) in one
+ * call (lua/enqueue_many.lua): each exactly as store_enqueue would. */
+int store_enqueue_many(struct store_queue *sq, const struct store_enqueue_args *items, size_t n,
+                       store_enqueue_many_cb *cb, void *priv);
+
 /* --- claim ------------------------------------------------------------- */
 
 struct store_leased {

@@ -146,6 +146,27 @@ static void r_enqueue(void)
     cf_settle();
 }
 
+static void r_enqueue_many(void)
+{
+    /* A grouped, a flat and a delayed item, a duplicate, and an item the
+     * script refuses on its own: one verdict each, in order. */
+    redisReply *r = cf_array(5, SCRIPT_ENQUEUE_MANY, "JOBem1", "TENem", "{}", "0", "0", "JOBem2",
+                             "", "{}", "0", "0", "JOBem3", "TENem", "{}", "60000", "0", "JOBem1",
+                             "TENem", "{}", "0", "0", "NOTem", "TENem", "{}", "0", "0", NULL);
+    for (size_t i = 0; i < 3; i++)
+        cr_assert_eq(cf_int_at(r, i), 1);
+    cr_assert_eq(cf_int_at(r, 3), 0, "a duplicate changes nothing");
+    cr_assert_eq(r->element[4]->type, REDIS_REPLY_ERROR);
+    cr_assert(strncmp(r->element[4]->str, "EKIND", 5) == 0, "%s", r->element[4]->str);
+    freeReplyObject(r);
+    cf_expect_row("JOBem1", "state", "pending");
+    cf_expect_row("JOBem2", "group", "");
+    cf_expect_row("JOBem3", "state", "delayed");
+    cr_assert(!cf_row_exists("NOTem"));
+    freeReplyObject(cf_call(SCRIPT_REMOVE, "JOBem3", NULL));
+    cf_settle();
+}
+
 static void r_extend(void)
 {
     cr_assert_eq(fx_enqueue("JOBex1", "TENex", "{}"), 1);
@@ -529,6 +550,7 @@ cluster_recipe *const cluster_recipes[SCRIPT__COUNT] = {
     [SCRIPT_DEPTH] = r_depth,
     [SCRIPT_DRAIN] = r_drain,
     [SCRIPT_ENQUEUE] = r_enqueue,
+    [SCRIPT_ENQUEUE_MANY] = r_enqueue_many,
     [SCRIPT_EXTEND] = r_extend,
     [SCRIPT_FAIL] = r_fail,
     [SCRIPT_FORGET] = r_forget,

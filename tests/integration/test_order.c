@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fixture.h"
+#include "monitor.h"
 
 TestSuite(order, .init = fx_setup, .fini = fx_teardown, .timeout = 240);
 
@@ -293,6 +294,88 @@ Test(order, enqueue_many_admits_items_in_input_order)
         cr_assert_str_eq(jstr(json_array_get(res, 3), "verdict"), "duplicate", "round %d", i);
         json_decref(r);
     }
+    tc_close(c);
+}
+
+/* A batch larger than one script call (64 items, STORE_ITEMS_PER_CALL)
+ * goes as several calls, in order, each of at most 64 items: an id
+ * repeated across a call boundary is a duplicate the second time, an
+ * item refused by the checks in the middle shifts nothing, and a claim
+ * pipelined after the batch is served its first item. */
+#define BIG            300
+#define ITEMS_PER_CALL 64
+
+/* The id number item i carries: items 70 and 130 repeat an id of the
+ * call before (item 10) and of their own call (item 129). */
+static int big_id(int i)
+{
+    return i == 70 ? 10 : i == 130 ? 129 : i;
+}
+
+Test(order, a_batch_of_many_calls_keeps_input_order)
+{
+    struct tc_conn *c = fx_conn();
+    size_t cap = BIG * 64 + 256, used = 0;
+    char *line = malloc(cap);
+    used += (size_t)snprintf(line + used, cap - used,
+                             "{\"op\":\"enqueue_many\",\"queue\":\"obig\",\"group\":\"TENa\","
+                             "\"jobs\":[");
+    for (int i = 0; i < BIG; i++) {
+        const char *sep = i ? "," : "";
+        if (i == 100) /* refused by the checks: no call carries it */
+            used +=
+                (size_t)snprintf(line + used, cap - used, "%s{\"job\":\"bad\",\"payload\":1}", sep);
+        else
+            used += (size_t)snprintf(line + used, cap - used,
+                                     "%s{\"job\":\"JOBm%05d\",\"payload\":%d}", sep, big_id(i), i);
+    }
+    used += (size_t)snprintf(line + used, cap - used,
+                             "]}\n{\"op\":\"claim\",\"queue\":\"obig\",\"count\":1}\n");
+    cr_assert_lt(used, cap);
+    struct monitor m;
+    cr_assert_eq(monitor_start(&m, &fx_redis), 0);
+    json_t *r[2];
+    pipeline(c, line, r, 2);
+    monitor_stop(&m);
+    free(line);
+    assert_ok(r[0]);
+    json_t *res = json_object_get(r[0], "results");
+    cr_assert_eq(json_array_size(res), BIG);
+    for (int i = 0; i < BIG; i++) {
+        json_t *v = json_array_get(res, (size_t)i);
+        if (i == 100)
+            cr_assert_str_eq(jstr(v, "error"), "EKIND", "item %d", i);
+        else
+            cr_assert_str_eq(jstr(v, "verdict"), big_id(i) != i ? "duplicate" : "enqueued",
+                             "item %d", i);
+    }
+    assert_ok(r[1]);
+    json_t *job = only_job(r[1]);
+    cr_assert_str_eq(jstr(job, "job"), "JOBm00000", "the claim ran after the whole batch");
+    json_decref(job);
+    free_all(r, 2);
+
+    /* The calls: each at most 64 items, together every checked item once,
+     * in input order. */
+    int want = 0, calls = 0;
+    for (size_t i = 0; i < m.n; i++) {
+        if (strstr(m.lines[i], "\"EVALSHA\"") == NULL || strstr(m.lines[i], "JOBm") == NULL)
+            continue;
+        int items = 0;
+        for (const char *k = strstr(m.lines[i], "\"JOBm"); k; k = strstr(k + 5, "\"JOBm")) {
+            if (want == 100)
+                want++;
+            cr_assert_lt(want, BIG, "more items sent than checked");
+            cr_assert_eq(atoi(k + 5), big_id(want), "call %d: item %d out of order", calls, want);
+            want++;
+            items++;
+        }
+        cr_assert_leq(items, ITEMS_PER_CALL, "one call carried %d items", items);
+        calls++;
+    }
+    cr_assert_eq(want, BIG, "every checked item in a call");
+    cr_assert_eq(calls, (BIG - 1 + ITEMS_PER_CALL - 1) / ITEMS_PER_CALL);
+    monitor_free(&m);
     tc_close(c);
 }
 

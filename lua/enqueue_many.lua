@@ -1,0 +1,33 @@
+-- enqueue_many: admit several jobs in one call, each on its own, in order.
+-- KEYS:  the standard ten (lib.lua).
+-- ARGV:  1 prefix, then five per item: job id, group ('' = flat), payload
+--        (JSON text), delay_ms (0 = now), max_attempts (0 = unlimited).
+-- Returns one verdict per item, in input order: 1 (enqueued), 0
+-- (duplicate: a row exists, nothing changed) or an error reply "ECODE
+-- message" for that item alone (EKIND, EARG, EBRAND, as enqueue.lua).
+--
+-- Each item is exactly what enqueue.lua does for it without a hand-off:
+-- its own duplicate check, its own row, no rollback of the items before
+-- a refused one, so a batch cut into several calls (the daemon sends at
+-- most STORE_ITEMS_PER_CALL items per call, to keep one call's Redis
+-- time near a millisecond) means the same as one call. What a call
+-- shares is its fixed cost: one EVALSHA, one prelude, one TIME (the items
+-- of one call are created at the same server millisecond).
+if #ARGV < 6 or (#ARGV - 1) % 5 ~= 0 then
+  return redis.error_reply('EARG five arguments per item expected')
+end
+local now = now_ms()
+local out = {}
+for i = 2, #ARGV, 5 do
+  local id, g = ARGV[i], ARGV[i + 1]
+  local st, err = admit_row(id, g, ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], now)
+  if err then
+    out[#out + 1] = {err = err}
+  elseif st == 'duplicate' then
+    out[#out + 1] = 0
+  else
+    if st == 'ready' then to_backlog(id, g) end
+    out[#out + 1] = 1
+  end
+end
+return out
