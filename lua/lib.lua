@@ -91,7 +91,7 @@ end
 -- batch asks per job only when there is something to find. Scripts that
 -- change glimit or paused (limit, pause, resume) change it before they read
 -- either, so the memo never holds a value from before the change.
-local any_limit, any_paused
+local any_limit, any_paused = nil, nil
 
 -- g's ceiling: its own, else the queue's default (nil: none).
 local function glimit(g)
@@ -108,7 +108,7 @@ end
 
 -- The server clock, read once per script call and only when a rate needs
 -- it (a script runs atomically, so one reading serves it all).
-local clock_ms
+local clock_ms = nil
 local function clock()
   if not clock_ms then clock_ms = now_ms() end
   return clock_ms
