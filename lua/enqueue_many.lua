@@ -9,7 +9,8 @@
 -- Each item is exactly what enqueue.lua does for it without a hand-off:
 -- its own duplicate check, its own row, no rollback of the items before
 -- a refused one, so a batch cut into several calls (the daemon sends at
--- most STORE_ITEMS_PER_CALL items per call, to keep one call's Redis
+-- most STORE_ITEMS_PER_CALL items, and about STORE_BYTES_PER_CALL of
+-- payloads, per call, to keep one call's Redis
 -- time near a millisecond) means the same as one call. What a call
 -- shares is its fixed cost: one EVALSHA, one prelude, one TIME (the items
 -- of one call are created at the same server millisecond).

@@ -328,12 +328,14 @@ static void cmd_enqueue_many(struct req *r)
     for (size_t i = 0; i < n; i++)
         json_array_append_new(r->acc, json_null());
     /* Every item is checked first, and the valid ones go in calls of at
-     * most STORE_ITEMS_PER_CALL items, all sent in this loop turn and in
+     * most STORE_ITEMS_PER_CALL items (fewer once their payloads reach
+     * STORE_BYTES_PER_CALL), all sent in this loop turn and in
      * order on the queue's route: an item is admitted after every item
      * before it, as if each had its own call (lua/enqueue_many.lua). */
     struct store_enqueue_args args[STORE_ITEMS_PER_CALL];
     struct outbuf texts[STORE_ITEMS_PER_CALL];
     struct chunk *ch = NULL;
+    size_t bytes = 0;   /* the payloads in ch */
     r->outstanding = 1; /* held until every call is sent */
     for (size_t i = 0; i < n; i++) {
         json_t *item = json_array_get(jobs, i);
@@ -358,7 +360,9 @@ static void cmd_enqueue_many(struct req *r)
             continue;
         }
         ch->index[ch->n++] = i;
-        if (ch->n == STORE_ITEMS_PER_CALL) {
+        bytes += args[ch->n - 1].payload_len;
+        if (ch->n == STORE_ITEMS_PER_CALL || bytes >= STORE_BYTES_PER_CALL) {
+            bytes = 0;
             many_send(r, ch, args, texts);
             ch = NULL;
         }

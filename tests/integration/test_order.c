@@ -297,13 +297,13 @@ Test(order, enqueue_many_admits_items_in_input_order)
     tc_close(c);
 }
 
-/* A batch larger than one script call (64 items, STORE_ITEMS_PER_CALL)
- * goes as several calls, in order, each of at most 64 items: an id
+/* A batch larger than one script call (32 items, STORE_ITEMS_PER_CALL)
+ * goes as several calls, in order, each of at most 32 items: an id
  * repeated across a call boundary is a duplicate the second time, an
  * item refused by the checks in the middle shifts nothing, and a claim
  * pipelined after the batch is served its first item. */
 #define BIG            300
-#define ITEMS_PER_CALL 64
+#define ITEMS_PER_CALL 32
 
 /* The id number item i carries: items 70 and 130 repeat an id of the
  * call before (item 10) and of their own call (item 129). */
@@ -355,7 +355,7 @@ Test(order, a_batch_of_many_calls_keeps_input_order)
     json_decref(job);
     free_all(r, 2);
 
-    /* The calls: each at most 64 items, together every checked item once,
+    /* The calls: each at most 32 items, together every checked item once,
      * in input order. */
     int want = 0, calls = 0;
     for (size_t i = 0; i < m.n; i++) {
@@ -375,6 +375,55 @@ Test(order, a_batch_of_many_calls_keeps_input_order)
     }
     cr_assert_eq(want, BIG, "every checked item in a call");
     cr_assert_eq(calls, (BIG - 1 + ITEMS_PER_CALL - 1) / ITEMS_PER_CALL);
+    monitor_free(&m);
+    tc_close(c);
+}
+
+/* Large payloads cut a call early (about 256 KiB of payloads a call,
+ * STORE_BYTES_PER_CALL): eight items of 100 KiB go as calls of at most
+ * three, in order. */
+Test(order, large_payloads_cut_a_batch_into_short_calls)
+{
+    enum { ITEMS = 8, PAYLOAD = 100 * 1024 };
+    struct tc_conn *c = fx_conn();
+    size_t cap = ITEMS * (PAYLOAD + 64) + 256, used = 0;
+    char *line = malloc(cap);
+    char *pad = malloc(PAYLOAD + 1);
+    memset(pad, 'x', PAYLOAD);
+    pad[PAYLOAD] = '\0';
+    used += (size_t)snprintf(line + used, cap - used,
+                             "{\"op\":\"enqueue_many\",\"queue\":\"olarge\",\"jobs\":[");
+    for (int i = 0; i < ITEMS; i++)
+        used += (size_t)snprintf(line + used, cap - used,
+                                 "%s{\"job\":\"JOBl%d\",\"payload\":\"%s\"}", i ? "," : "", i, pad);
+    used += (size_t)snprintf(line + used, cap - used, "]}\n");
+    free(pad);
+    struct monitor m;
+    cr_assert_eq(monitor_start(&m, &fx_redis), 0);
+    json_t *r[1];
+    pipeline(c, line, r, 1);
+    monitor_stop(&m);
+    free(line);
+    assert_ok(r[0]);
+    json_t *res = json_object_get(r[0], "results");
+    for (size_t i = 0; i < ITEMS; i++)
+        cr_assert_str_eq(jstr(json_array_get(res, i), "verdict"), "enqueued", "item %zu", i);
+    free_all(r, 1);
+    int next = 0, calls = 0;
+    for (size_t i = 0; i < m.n; i++) {
+        if (strstr(m.lines[i], "\"EVALSHA\"") == NULL || strstr(m.lines[i], "\"JOBl") == NULL)
+            continue;
+        int items = 0;
+        for (const char *k = strstr(m.lines[i], "\"JOBl"); k; k = strstr(k + 5, "\"JOBl")) {
+            cr_assert_eq(atoi(k + 5), next, "item %d out of order", next);
+            next++;
+            items++;
+        }
+        cr_assert_leq(items, 3, "one call carried %d items of 100 KiB", items);
+        calls++;
+    }
+    cr_assert_eq(next, ITEMS);
+    cr_assert_geq(calls, 3);
     monitor_free(&m);
     tc_close(c);
 }
