@@ -24,10 +24,14 @@ struct engine {
     uv_loop_t *loop;
     const struct config *cfg; /* upkeep_ms, retention_ms; may change on reload */
     struct pool *pool;
-    bool stopping;          /* no more work is handed out */
-    struct map queues;      /* name -> struct queue *, owned */
-    size_t nused;           /* of them, those in use (queue.used) */
-    struct queue *batched;  /* queues with completions to send this turn */
+    bool stopping;         /* no more work is handed out */
+    struct map queues;     /* name -> struct queue *, owned */
+    size_t nused;          /* of them, those in use (queue.used) */
+    struct queue *batched; /* queues with completions to send this turn */
+    /* The bytes the enqueues gathered this turn hold (queue_enqueue's
+     * copies), until sent: the budget counts them as it counts the
+     * pool's bytes of a call in flight (server/budget.c). */
+    size_t batched_bytes;
     struct queue *readonly; /* queues not in use, freed once their reads are done */
     /* The registry's ordered calls (admin.h): a queue put in use is added
      * before a later page or forget of it reads or removes it. */

@@ -163,6 +163,7 @@ static void queue_closed_cb(uv_handle_t *h)
     struct queue *q = h->data;
     store_queue_deinit(&q->store);
     free(q->batch);
+    free(q->enq);
     free(q);
 }
 
@@ -172,6 +173,7 @@ void queue_free(struct queue *q)
     if (!q->started) { /* never started: no timer to close */
         store_queue_deinit(&q->store);
         free(q->batch);
+        free(q->enq);
         free(q);
         return;
     }

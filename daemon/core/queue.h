@@ -56,6 +56,15 @@ struct queue_completion {
     void *priv;
 };
 
+/* One enqueue waiting for this turn's batch call: its arguments, copied
+ * (one block holds the strings), and who to tell. */
+struct queue_enqueue {
+    struct store_enqueue_args a;
+    char *copy;
+    store_enqueue_cb *done;
+    void *priv;
+};
+
 struct queue {
     struct engine *eng;
     char name[BRAND_QUEUE_MAX + 1];
@@ -74,6 +83,10 @@ struct queue {
     /* completions gathered this loop turn, sent as one script call */
     struct queue_completion *batch;
     size_t nbatch, capbatch;
+    /* enqueues gathered this loop turn (never at the same time as
+     * completions: adding either kind sends the other first) */
+    struct queue_enqueue *enq;
+    size_t nenq, capenq, enq_bytes; /* enq_bytes: their payloads */
     struct queue *batch_next;
     bool batched;
     struct queue_counters count;
@@ -125,7 +138,16 @@ void queue_due_in(struct queue *q, uint64_t ms);
  * before the queue's next call). c is copied; its strings must live until
  * c->done runs, exactly once. 0, or -ENOMEM (done will not run). */
 int queue_complete(struct queue *q, const struct queue_completion *c);
-/* Send this turn's batch now (engine_flush, queue_store). */
+/* Add an enqueue without a hand-off to this turn's batch: the enqueues a
+ * turn reads for the queue go to Redis as enqueue_many calls (at most
+ * STORE_ITEMS_PER_CALL items each, in order), at the end of the turn or
+ * before the queue's next call, as completions do. a's strings are
+ * copied. done runs exactly once, with a 1-item verdict as store_enqueue
+ * gives it. 0, or -ENOMEM (done will not run). */
+int queue_enqueue(struct queue *q, const struct store_enqueue_args *a, store_enqueue_cb *done,
+                  void *priv);
+/* Send this turn's batch (completions or enqueues) now (engine_flush,
+ * queue_store). */
 void queue_flush(struct queue *q);
 
 /* Give n leases back at once (a connection closed, or their consumer

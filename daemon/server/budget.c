@@ -63,7 +63,8 @@ static bool log_due(uint64_t *last, uint64_t now)
 size_t budget_total(const struct server *s)
 {
     const struct budget *b = &s->bud;
-    return b->input + b->requests + b->output + (s->pool != NULL ? pool_buffered(s->pool) : 0);
+    return b->input + b->requests + b->output + s->eng.batched_bytes +
+           (s->pool != NULL ? pool_buffered(s->pool) : 0);
 }
 
 static size_t low_water(const struct server *s)

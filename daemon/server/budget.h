@@ -9,8 +9,9 @@
  * What is counted: the bytes read and not yet run (partial lines
  * included), each request's parsed form until it is answered (measured
  * from jansson's allocations at parse), replies held behind earlier ones,
- * output not yet written, and the pool's bytes for the backend calls in
- * flight (pool_buffered). Not counted: the fixed cost of a connection
+ * output not yet written, the enqueues gathered for this turn's batch
+ * calls (core/batch.c, engine.batched_bytes) and the pool's bytes for the
+ * backend calls in flight (pool_buffered). Not counted: the fixed cost of a connection
  * (its struct, its frame buffer's spare room; bounded by max-clients),
  * leases and parked consumers' bookkeeping, allocator slack.
  *

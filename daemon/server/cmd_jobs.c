@@ -93,17 +93,23 @@ static void item_sent(json_t *item, struct outbuf *text)
     json_object_del(item, "payload");
 }
 
-/* One enqueue script call for one item; cb gets priv. handoff_ms > 0
- * lets the script lease the job at once (queue_handoff_begin). */
+/* One enqueue of one item; cb gets priv. handoff_ms > 0 lets the script
+ * lease the job at once (queue_handoff_begin): its own enqueue call, made
+ * now. Without one, the item joins the queue's batch of this turn, sent
+ * as enqueue_many calls at the end of the turn or before the queue's next
+ * call (core/batch.c), so the enqueues of many producers, or many
+ * pipelined on one connection, share script calls and keep their order. */
 static int enqueue_item(struct req *r, json_t *item, const char *dflt_group, uint64_t handoff_ms,
                         store_enqueue_cb *cb, void *priv)
 {
     struct store_enqueue_args a;
     struct outbuf text;
     int rc = item_args(r, item, dflt_group, &a, &text);
-    if (rc == 0) {
+    if (rc == 0 && handoff_ms > 0) {
         a.handoff_ms = handoff_ms;
         rc = store_enqueue(queue_store(r->q), &a, cb, priv);
+    } else if (rc == 0) {
+        rc = queue_enqueue(r->q, &a, cb, priv);
     }
     item_sent(item, &text);
     return rc;

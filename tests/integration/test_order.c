@@ -428,6 +428,120 @@ Test(order, large_payloads_cut_a_batch_into_short_calls)
     tc_close(c);
 }
 
+/* Single enqueues pipelined on one connection (no consumer parked, so no
+ * hand-off) share enqueue_many calls of at most 32 items, in the order
+ * sent: a repeated id is a duplicate the second time, a delayed one is
+ * delayed, and a claim sent after them is served the first. */
+#define SINGLES 200
+
+Test(order, pipelined_single_enqueues_share_calls_in_order)
+{
+    struct tc_conn *c = fx_conn();
+    size_t cap = SINGLES * 128 + 128, used = 0;
+    char *lines = malloc(cap);
+    for (int i = 0; i < SINGLES; i++)
+        used += (size_t)snprintf(lines + used, cap - used,
+                                 "{\"op\":\"enqueue\",\"queue\":\"osingle\",\"group\":\"TENa\","
+                                 "\"job\":\"JOBs%05d\",\"payload\":%d%s}\n",
+                                 big_id(i), i, i == 120 ? ",\"delay_ms\":600000" : "");
+    used += (size_t)snprintf(lines + used, cap - used,
+                             "{\"op\":\"claim\",\"queue\":\"osingle\",\"count\":1}\n");
+    struct monitor m;
+    cr_assert_eq(monitor_start(&m, &fx_redis), 0);
+    json_t *r[SINGLES + 1];
+    pipeline(c, lines, r, SINGLES + 1);
+    monitor_stop(&m);
+    free(lines);
+    for (int i = 0; i < SINGLES; i++) {
+        assert_ok(r[i]);
+        cr_assert_str_eq(jstr(r[i], "verdict"), big_id(i) != i ? "duplicate" : "enqueued",
+                         "enqueue %d", i);
+    }
+    json_t *job = only_job(r[SINGLES]);
+    cr_assert_str_eq(jstr(job, "job"), "JOBs00000");
+    json_decref(job);
+    free_all(r, SINGLES + 1);
+    cr_assert_eq(fx_stat(c, "osingle", "delayed"), 1);
+
+    int want = 0, calls = 0;
+    for (size_t i = 0; i < m.n; i++) {
+        if (strstr(m.lines[i], "\"EVALSHA\"") == NULL || strstr(m.lines[i], "\"JOBs") == NULL)
+            continue;
+        int items = 0;
+        for (const char *k = strstr(m.lines[i], "\"JOBs"); k; k = strstr(k + 5, "\"JOBs")) {
+            cr_assert_lt(want, SINGLES, "more enqueues sent than made");
+            cr_assert_eq(atoi(k + 5), big_id(want), "call %d: enqueue %d out of order", calls,
+                         want);
+            want++;
+            items++;
+        }
+        cr_assert_leq(items, ITEMS_PER_CALL, "one call carried %d items", items);
+        calls++;
+    }
+    cr_assert_eq(want, SINGLES, "every enqueue in a call");
+    /* One write of 200 lines is read in a few turns at most: calls are
+     * shared (each enqueue its own EVALSHA would be 200). */
+    cr_assert_leq(calls, SINGLES / 2, "%d calls for %d enqueues", calls, SINGLES);
+    monitor_free(&m);
+    tc_close(c);
+}
+
+/* Completions and enqueues gathered in one turn keep their order to each
+ * other. With retention 0 a completed job's row goes at once, so an
+ * enqueue of its id after the completion is a new job, and one before it
+ * (the job still active) a duplicate. */
+static void start_no_retention(void)
+{
+    const char *const extra[] = {"--retention-ms", "0", NULL};
+    fx_start(extra);
+}
+
+Test(order, completions_and_enqueues_of_one_turn_keep_their_order, .init = start_no_retention)
+{
+    struct tc_conn *c = fx_conn();
+    for (int round = 0; round < ROUNDS / 4; round++) {
+        char a[32], b[32];
+        snprintf(a, sizeof(a), "JOBca%04d", round);
+        snprintf(b, sizeof(b), "JOBcb%04d", round);
+        json_t *ja = enqueue_and_claim(c, "ocmix", "TENa", a);
+        json_t *jb = enqueue_and_claim(c, "ocmix", "TENa", b);
+        char lines[1024];
+        snprintf(lines, sizeof(lines),
+                 "{\"op\":\"complete\",\"queue\":\"ocmix\",\"job\":\"%s\",\"lease\":\"%s\"}\n"
+                 "{\"op\":\"enqueue\",\"queue\":\"ocmix\",\"group\":\"TENa\",\"job\":\"%s\","
+                 "\"payload\":1}\n"
+                 "{\"op\":\"enqueue\",\"queue\":\"ocmix\",\"group\":\"TENa\",\"job\":\"%s\","
+                 "\"payload\":1}\n"
+                 "{\"op\":\"complete\",\"queue\":\"ocmix\",\"job\":\"%s\",\"lease\":\"%s\"}\n",
+                 a, jstr(ja, "lease"), a, b, b, jstr(jb, "lease"));
+        json_t *r[4];
+        pipeline(c, lines, r, 4);
+        for (int i = 0; i < 4; i++)
+            assert_ok(r[i]);
+        cr_assert_str_eq(jstr(r[0], "state"), "completed", "round %d", round);
+        cr_assert_str_eq(jstr(r[1], "verdict"), "enqueued", "round %d: after its completion",
+                         round);
+        cr_assert_str_eq(jstr(r[2], "verdict"), "duplicate", "round %d: before its completion",
+                         round);
+        cr_assert_str_eq(jstr(r[3], "state"), "completed", "round %d", round);
+        free_all(r, 4);
+        json_decref(ja);
+        json_decref(jb);
+        /* The re-enqueued a is pending: take it out for the next round. */
+        json_t *again = CALL_OK(c, "{\"op\":\"claim\",\"queue\":\"ocmix\",\"count\":1}");
+        json_t *j = only_job(again);
+        cr_assert_str_eq(jstr(j, "job"), a);
+        json_t *done = CALL_OK(c,
+                               "{\"op\":\"complete\",\"queue\":\"ocmix\",\"job\":\"%s\","
+                               "\"lease\":\"%s\"}",
+                               a, jstr(j, "lease"));
+        json_decref(done);
+        json_decref(j);
+        json_decref(again);
+    }
+    tc_close(c);
+}
+
 /* drain runs in several calls (1,000 jobs each): the lines after it take
  * effect after all of them, so an enqueue sent after a drain is kept and
  * a depth sent after it sees the lane empty. */
