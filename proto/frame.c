@@ -119,9 +119,10 @@ int frame_space_lent(struct frame *f, char *shared, size_t cap, char **room, siz
 {
     size_t held = f->end - f->start;
 
-    if (!f->lent && held <= cap / 4) {
+    if (!f->lent && held <= cap / 4 && f->cap <= cap) {
         /* Copying a short partial line is cheaper than keeping a buffer
-         * per connection; a long one stays where it is. */
+         * per connection; a long one stays where it is, in a buffer that
+         * frame_return sized for it and the next read. */
         char *own = f->buf;
         rebase(f, shared, cap);
         free(own);
@@ -133,19 +134,30 @@ int frame_space_lent(struct frame *f, char *shared, size_t cap, char **room, siz
 
 int frame_return(struct frame *f)
 {
-    size_t held = f->end - f->start;
+    size_t held = f->end - f->start, cap;
     char *own = NULL;
 
-    if (!f->lent)
+    if (!f->lent) {
+        if (f->start == f->end && f->buf != NULL) {
+            /* A long line has run: nothing is left to keep. */
+            free(f->buf);
+            f->buf = NULL;
+            f->cap = f->start = f->tail = f->end = f->refused_at = 0;
+        }
         return 0;
+    }
+    /* A short partial line gets a buffer of its size; a long one (the
+     * start of a line longer than a read, or lines not run) one with room
+     * for the next read too, which then goes there without a realloc. */
+    cap = held == 0 ? 0 : held <= f->cap / 4 ? held + 1 : held + f->cap + 1;
     f->lent = false;
-    if (held > 0 && (own = malloc(held + 1)) == NULL) {
+    if (held > 0 && (own = malloc(cap)) == NULL) {
         f->buf = NULL;
         f->cap = f->start = f->tail = f->end = f->refused_at = 0;
         f->discarding = f->refused = false;
         return -ENOMEM;
     }
-    rebase(f, own, held > 0 ? held + 1 : 0);
+    rebase(f, own, cap);
     return 0;
 }
 

@@ -59,19 +59,22 @@ int frame_space(struct frame *f, size_t want, char **room, size_t *room_len);
 
 /* frame_space() into a borrowed buffer of cap bytes (shared by every
  * reader of one thread, e.g. a loop-wide read buffer): when the reader
- * holds at most cap / 4 bytes, they are copied to the front of shared (and
- * the reader's own buffer is freed) and the room is the rest of shared;
- * otherwise (a long partial line) the room is in the reader's own buffer,
- * as frame_space(f, cap, ...) would give. Lines pulled while the buffer is
- * lent point into it. Every call must be followed, before shared is used
- * for anything else, by frame_return(). Returns 0 or -ENOMEM. */
+ * holds at most cap / 4 bytes in a buffer of at most cap, they are copied
+ * to the front of shared (and the reader's own buffer is freed) and the
+ * room is the rest of shared; otherwise (a long partial line) the room is
+ * in the reader's own buffer, as frame_space(f, cap, ...) would give.
+ * Lines pulled while the buffer is lent point into it. Every call must be
+ * followed, before shared is used for anything else, by frame_return().
+ * Returns 0 or -ENOMEM. */
 int frame_space_lent(struct frame *f, char *shared, size_t cap, char **room, size_t *room_len);
 
 /* Give a lent buffer back: the bytes not yet returned as lines move to a
- * buffer of the reader's own, exactly their size (none when there are
- * none). A no-op when nothing is lent. Returns 0, or -ENOMEM (the bytes
- * are then lost and the reader is left empty: the caller must drop the
- * connection). Invalidates lines returned so far. */
+ * buffer of the reader's own (none when there are none): exactly their
+ * size when they are at most a quarter of the lent buffer, else with room
+ * for one more read of its size. When nothing is lent, a reader left empty
+ * frees its own buffer. Returns 0, or -ENOMEM (the bytes are then lost
+ * and the reader is left empty: the caller must drop the connection).
+ * Invalidates lines returned so far. */
 int frame_return(struct frame *f);
 
 /* Take n bytes (n <= *room_len) just written at the room frame_space()

@@ -505,3 +505,34 @@ Test(frame, unrun_lines_and_refusals_survive_the_return)
     got_free(&g);
     frame_deinit(&f);
 }
+
+/* The start of a long line, copied out of the lent buffer, gets room for
+ * the next read with it: that read goes into the reader's own buffer
+ * without moving it. Once the line has run, the reader frees it at the
+ * end of that read. */
+Test(frame, a_long_partial_line_keeps_room_for_the_next_read)
+{
+    char *s = malloc(3 * sizeof(shared));
+    memset(s, 'w', 3 * sizeof(shared));
+    struct frame f;
+    struct got g = {0};
+    char *room;
+    size_t room_len;
+    frame_init(&f, FRAME_LINE_DEFAULT);
+    lent_read(&f, s, sizeof(shared) - 1, &g); /* all of the room, no newline */
+    cr_assert_eq(frame_partial(&f), sizeof(shared) - 1);
+    char *own = f.buf;
+    cr_assert_eq(frame_space_lent(&f, shared, sizeof(shared), &room, &room_len), 0);
+    cr_assert_eq(f.buf, own, "the next read goes where the partial line is, unmoved");
+    cr_assert_geq(room_len, sizeof(shared) - 1);
+    memcpy(room, "tail\n", 5);
+    frame_commit(&f, 5);
+    drain(&f, &g);
+    cr_assert_eq(g.n, 1);
+    cr_assert_eq(g.lens[0], sizeof(shared) - 1 + 4);
+    cr_assert_eq(frame_return(&f), 0);
+    cr_assert_null(f.buf, "a reader left empty frees its own buffer");
+    got_free(&g);
+    frame_deinit(&f);
+    free(s);
+}
