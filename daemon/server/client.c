@@ -104,6 +104,31 @@ void client_send(struct client *c, const char *data, size_t len)
     client_mark_dirty(c);
 }
 
+void client_push_job(struct client *c, const struct reply_job *j)
+{
+    if (c->closing)
+        return;
+    /* Built in place, as client_send would copy it there: no line buffer
+     * of its own to allocate, fill, copy and free for every job. On
+     * failure the builder leaves out as it was. */
+    size_t before = c->out.len, pending = c->out.len + c->wbuf.len;
+    if (reply_push_job(&c->out, j) != 0) {
+        log_event(LOG_WARN, "out of memory for output: disconnecting", "client=%s", c->addr);
+        client_close(c, "out of memory");
+        return;
+    }
+    /* client_send's cap, on the line just built. */
+    if (pending > 0 && pending + (c->out.len - before) > c->srv->cfg->max_output) {
+        c->out.len = c->out.line = before;
+        log_event(LOG_WARN, "output buffer full (not reading?): disconnecting",
+                  "client=%s max_output=%zu", c->addr, c->srv->cfg->max_output);
+        client_close(c, "output buffer full");
+        return;
+    }
+    client_account(c);
+    client_mark_dirty(c);
+}
+
 void client_account(struct client *c)
 {
     struct budget *b = &c->srv->bud;

@@ -96,6 +96,9 @@ struct client *client_new_detached(struct server *s, const char *addr, enum toke
 /* Queue bytes for the client (written at the end of this loop turn). Past
  * max-output, or out of memory, it closes the client (with a log line). */
 void client_send(struct client *c, const char *data, size_t len);
+/* client_send of a job's push line (reply_push_job), built in place in
+ * c's output. */
+void client_push_job(struct client *c, const struct reply_job *j);
 void client_close(struct client *c, const char *why);
 /* Stop reading, answer parked claims, close once every reply is written. */
 void client_shutdown(struct client *c);
