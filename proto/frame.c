@@ -27,23 +27,35 @@ void frame_init(struct frame *f, size_t max_line)
 
 void frame_deinit(struct frame *f)
 {
-    free(f->buf);
+    if (!f->lent)
+        free(f->buf);
+    f->lent = false;
     f->buf = NULL;
     f->cap = f->start = f->tail = f->end = f->refused_at = 0;
     f->discarding = f->refused = false;
 }
 
-/* Move the unreturned bytes to the front of the buffer. */
-static void compact(struct frame *f)
+/* Move the unreturned bytes to the front of buf (cap bytes, which may be
+ * the reader's own buffer), which becomes the reader's buffer; the old
+ * one is not freed. */
+static void rebase(struct frame *f, char *buf, size_t cap)
 {
-    if (f->start == 0)
-        return;
-    memmove(f->buf, f->buf + f->start, f->end - f->start);
+    if (f->end > f->start)
+        memmove(buf, f->buf + f->start, f->end - f->start);
     f->tail -= f->start;
     f->end -= f->start;
     if (f->refused)
         f->refused_at -= f->start;
     f->start = 0;
+    f->buf = buf;
+    f->cap = cap;
+}
+
+/* Move the unreturned bytes to the front of the buffer. */
+static void compact(struct frame *f)
+{
+    if (f->start != 0)
+        rebase(f, f->buf, f->cap);
 }
 
 /* Make room for want more bytes plus the one spare byte a cut line may need
@@ -58,6 +70,13 @@ static int reserve(struct frame *f, size_t want)
 
     if (need <= f->cap)
         return 0;
+    if (f->lent) {
+        /* The borrowed buffer cannot grow: carry on in one of our own. */
+        int err = frame_return(f);
+        if (err < 0)
+            return err;
+        need = f->end + want + 1;
+    }
     cap = f->cap * 2 > FRAME_CAP_MIN ? f->cap * 2 : FRAME_CAP_MIN;
     if (cap > ceiling && ceiling >= need)
         cap = ceiling;
@@ -80,7 +99,7 @@ int frame_space(struct frame *f, size_t want, char **room, size_t *room_len)
     if (f->start == f->end) {
         f->start = f->tail = f->end = f->refused_at = 0;
         /* An idle connection does not keep the memory of one big line. */
-        if (f->cap > FRAME_CAP_KEEP && f->cap > 2 * (want + 1)) {
+        if (!f->lent && f->cap > FRAME_CAP_KEEP && f->cap > 2 * (want + 1)) {
             free(f->buf);
             f->buf = NULL;
             f->cap = 0;
@@ -93,6 +112,52 @@ int frame_space(struct frame *f, size_t want, char **room, size_t *room_len)
         return err;
     *room = f->buf + f->end;
     *room_len = f->cap - f->end - 1;
+    return 0;
+}
+
+int frame_space_lent(struct frame *f, char *shared, size_t cap, char **room, size_t *room_len)
+{
+    size_t held = f->end - f->start;
+
+    if (!f->lent && held <= cap / 4 && f->cap <= cap) {
+        /* Copying a short partial line is cheaper than keeping a buffer
+         * per connection; a long one stays where it is, in a buffer that
+         * frame_return sized for it and the next read. */
+        char *own = f->buf;
+        rebase(f, shared, cap);
+        free(own);
+        f->lent = true;
+    }
+    /* Lent: all the room there is; else as much as one read of cap. */
+    return frame_space(f, f->lent ? 1 : cap, room, room_len);
+}
+
+int frame_return(struct frame *f)
+{
+    size_t held = f->end - f->start, cap;
+    char *own = NULL;
+
+    if (!f->lent) {
+        if (f->start == f->end && f->buf != NULL) {
+            /* A long line has run: nothing is left to keep. */
+            free(f->buf);
+            f->buf = NULL;
+            f->cap = f->start = f->tail = f->end = f->refused_at = 0;
+        }
+        return 0;
+    }
+    /* A short partial line gets a buffer of its size; a long one (the
+     * start of a line longer than a read, or lines not run) one with room
+     * for the next read too, which then goes there without a realloc. */
+    cap = held == 0 ? 0 : held <= f->cap / 4 ? held + 1 : held + f->cap + 1;
+    f->lent = false;
+    if (held > 0 && (own = malloc(cap)) == NULL) {
+        f->buf = NULL;
+        f->cap = f->start = f->tail = f->end = f->refused_at = 0;
+        f->discarding = f->refused = false;
+        return -ENOMEM;
+    }
+    rebase(f, own, cap);
     return 0;
 }
 
@@ -189,7 +254,7 @@ size_t frame_refuse(struct frame *f)
     f->refused = true;
     f->refused_at = f->tail;
     f->discarding = true;
-    if (f->start == f->end && f->cap > FRAME_CAP_KEEP) {
+    if (!f->lent && f->start == f->end && f->cap > FRAME_CAP_KEEP) {
         free(f->buf);
         f->buf = NULL;
         f->cap = f->start = f->tail = f->end = f->refused_at = 0;

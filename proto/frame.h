@@ -3,7 +3,13 @@
  * request per line. Memory stays bounded: one growable buffer, compacted
  * before each feed, holding at most one partial line (never more than
  * max_line + 2 bytes of it) plus the chunk being fed, as long as the caller
- * drains every complete line with frame_next() before it feeds again. */
+ * drains every complete line with frame_next() before it feeds again.
+ *
+ * A reader may also borrow a buffer for one read (frame_space_lent): the
+ * daemon reads every connection into one loop-wide buffer, runs the
+ * complete lines where they landed, and frame_return() keeps only what is
+ * left (a partial line) in a buffer of the reader's own. A connection that
+ * holds no partial line then holds no buffer at all. */
 #ifndef EMQ_FRAME_H
 #define EMQ_FRAME_H
 
@@ -30,6 +36,7 @@ struct frame {
     size_t max_line; /* longest line accepted, "\r\n" not counted */
     bool discarding; /* dropping the rest of an oversized or refused line up to its '\n' */
     bool refused;    /* a refused line is still to be reported, at refused_at */
+    bool lent;       /* buf is borrowed (frame_space_lent), not ours to free or grow */
     size_t refused_at;
 };
 
@@ -49,6 +56,26 @@ int frame_feed(struct frame *f, const char *data, size_t len);
  * it, then hand over the n bytes read with frame_commit(). Returns 0 or
  * -ENOMEM. Invalidates lines returned so far. */
 int frame_space(struct frame *f, size_t want, char **room, size_t *room_len);
+
+/* frame_space() into a borrowed buffer of cap bytes (shared by every
+ * reader of one thread, e.g. a loop-wide read buffer): when the reader
+ * holds at most cap / 4 bytes in a buffer of at most cap, they are copied
+ * to the front of shared (and the reader's own buffer is freed) and the
+ * room is the rest of shared; otherwise (a long partial line) the room is
+ * in the reader's own buffer, as frame_space(f, cap, ...) would give.
+ * Lines pulled while the buffer is lent point into it. Every call must be
+ * followed, before shared is used for anything else, by frame_return().
+ * Returns 0 or -ENOMEM. */
+int frame_space_lent(struct frame *f, char *shared, size_t cap, char **room, size_t *room_len);
+
+/* Give a lent buffer back: the bytes not yet returned as lines move to a
+ * buffer of the reader's own (none when there are none): exactly their
+ * size when they are at most a quarter of the lent buffer, else with room
+ * for one more read of its size. When nothing is lent, a reader left empty
+ * frees its own buffer. Returns 0, or -ENOMEM (the bytes are then lost
+ * and the reader is left empty: the caller must drop the connection).
+ * Invalidates lines returned so far. */
+int frame_return(struct frame *f);
 
 /* Take n bytes (n <= *room_len) just written at the room frame_space()
  * handed out. */

@@ -104,6 +104,31 @@ void client_send(struct client *c, const char *data, size_t len)
     client_mark_dirty(c);
 }
 
+void client_push_job(struct client *c, const struct reply_job *j)
+{
+    if (c->closing)
+        return;
+    /* Built in place, as client_send would copy it there: no line buffer
+     * of its own to allocate, fill, copy and free for every job. On
+     * failure the builder leaves out as it was. */
+    size_t before = c->out.len, pending = c->out.len + c->wbuf.len;
+    if (reply_push_job(&c->out, j) != 0) {
+        log_event(LOG_WARN, "out of memory for output: disconnecting", "client=%s", c->addr);
+        client_close(c, "out of memory");
+        return;
+    }
+    /* client_send's cap, on the line just built. */
+    if (pending > 0 && pending + (c->out.len - before) > c->srv->cfg->max_output) {
+        c->out.len = c->out.line = before;
+        log_event(LOG_WARN, "output buffer full (not reading?): disconnecting",
+                  "client=%s max_output=%zu", c->addr, c->srv->cfg->max_output);
+        client_close(c, "output buffer full");
+        return;
+    }
+    client_account(c);
+    client_mark_dirty(c);
+}
+
 void client_account(struct client *c)
 {
     struct budget *b = &c->srv->bud;
@@ -144,13 +169,34 @@ static void unhold(struct client *c)
     c->srv->bud.held--;
 }
 
+/* Every connection reads into this one buffer, lent to its frame reader
+ * (frame_space_lent) for the length of one read callback: the loop runs
+ * one callback at a time, and each gives it back (client_give_back)
+ * before it returns. Complete lines run where they landed; only a partial
+ * line is copied out, so an idle connection holds no input buffer. */
+static char lent_in[64 * 1024];
+
+int client_room(struct client *c, char **room, size_t *room_len)
+{
+    return frame_space_lent(&c->frame, lent_in, sizeof(lent_in), room, room_len);
+}
+
+void client_give_back(struct client *c)
+{
+    if (frame_return(&c->frame) != 0) {
+        /* Its unread bytes are gone: it cannot go on in order. */
+        log_event(LOG_WARN, "out of memory for input: disconnecting", "client=%s", c->addr);
+        client_close(c, "out of memory");
+    }
+}
+
 void client_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     struct client *c = h->data;
     char *room;
     size_t room_len;
     (void)suggested;
-    if (frame_space(&c->frame, 64 * 1024, &room, &room_len) != 0) {
+    if (client_room(c, &room, &room_len) != 0) {
         buf->base = NULL;
         buf->len = 0;
         return;
@@ -191,6 +237,7 @@ void client_read_end(struct client *c, ssize_t nread)
 void client_input(struct client *c)
 {
     c->lines_left = !run_lines(c);
+    client_give_back(c); /* lines left (reads paused) move to its own buffer */
     client_account(c);
     /* Past max-buffered every connection stops reading here, this one
      * included: the budget is passed by at most this one read. */
@@ -201,14 +248,14 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     struct client *c = st->data;
     (void)buf;
-    if (nread < 0) {
-        client_read_end(c, nread);
+    if (nread > 0) {
+        frame_commit(&c->frame, (size_t)nread);
+        client_input(c);
         return;
     }
-    if (nread == 0)
-        return;
-    frame_commit(&c->frame, (size_t)nread);
-    client_input(c);
+    client_give_back(c); /* nothing read: the lent buffer holds only what it held */
+    if (nread < 0 && !c->closing)
+        client_read_end(c, nread);
 }
 
 static void read_start(struct client *c)
@@ -324,6 +371,15 @@ void client_write_done(struct client *c, int status)
 {
     c->writing = false;
     outbuf_reset(&c->wbuf);
+    if (c->out.len == 0 && c->head == NULL && c->consumers == NULL) {
+        /* Nothing more to write, no request to answer, no stream or
+         * parked claim to push to: nothing will come for it until it
+         * sends a request, so an idle connection keeps no output buffer.
+         * A busy one (a streaming worker, a pipelining producer) keeps
+         * both, reused from write to write. */
+        outbuf_deinit(&c->wbuf);
+        outbuf_deinit(&c->out);
+    }
     client_account(c);
     if (status < 0 && !c->closing)
         client_close(c, uv_strerror(status));

@@ -96,6 +96,9 @@ struct client *client_new_detached(struct server *s, const char *addr, enum toke
 /* Queue bytes for the client (written at the end of this loop turn). Past
  * max-output, or out of memory, it closes the client (with a log line). */
 void client_send(struct client *c, const char *data, size_t len);
+/* client_send of a job's push line (reply_push_job), built in place in
+ * c's output. */
+void client_push_job(struct client *c, const struct reply_job *j);
 void client_close(struct client *c, const char *why);
 /* Stop reading, answer parked claims, close once every reply is written. */
 void client_shutdown(struct client *c);
@@ -133,6 +136,14 @@ size_t client_refuse_line(struct client *c);
  * plain path's own steps: */
 /* Room in c's frame reader for a read (the plain alloc callback). */
 void client_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+/* Room for input in the loop-wide read buffer, lent to c's frame reader
+ * (frame_space_lent) until client_give_back, which every read callback
+ * calls before it returns (client_input does). 0 or -ENOMEM. */
+int client_room(struct client *c, char **room, size_t *room_len);
+/* Give the lent read buffer back: the bytes c has not run yet move to a
+ * buffer of its own (none when there are none). Out of memory, it closes
+ * c. A no-op when nothing is lent. */
+void client_give_back(struct client *c);
 /* New input is in the frame reader: run its lines, count the bytes. */
 void client_input(struct client *c);
 /* The read ended (nread < 0): end of input, or an error. */

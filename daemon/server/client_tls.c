@@ -104,7 +104,7 @@ static void pump(struct client *c)
     for (;;) {
         char *room;
         size_t len;
-        if (frame_space(&c->frame, 64 * 1024, &room, &len) != 0) {
+        if (client_room(c, &room, &len) != 0) {
             client_close(c, "out of memory");
             return;
         }
@@ -134,20 +134,24 @@ static void pump(struct client *c)
 void client_tls_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     struct client *c = st->data;
-    if (nread < 0) {
-        client_read_end(c, nread);
+    if (nread <= 0) {
+        client_give_back(c);
+        if (nread < 0 && !c->closing)
+            client_read_end(c, nread);
         return;
     }
-    if (nread == 0)
-        return;
     if (c->sniff) {
-        if (!sniff(c, buf, (size_t)nread))
-            return;
+        if (sniff(c, buf, (size_t)nread))
+            pump(c);
     } else if (tls_feed(c->tls, buf->base, (size_t)nread) != 0) {
         client_close(c, "out of memory");
-        return;
+    } else {
+        pump(c);
     }
-    pump(c);
+    /* Every path above that read into the lent buffer (the sniffed first
+     * bytes, the decrypted records) has given it back, but a refused or
+     * failed one may not have: nothing may keep it past this callback. */
+    client_give_back(c);
 }
 
 static void tls_write_cb(uv_write_t *w, int status)
@@ -167,6 +171,8 @@ void client_tls_flush(struct client *c)
             return;
         }
         outbuf_reset(&c->out);
+        if (c->head == NULL && c->consumers == NULL)
+            outbuf_deinit(&c->out); /* idle (client_write_done): none kept */
     }
     if (c->quit && c->head == NULL)
         tls_shutdown(c->tls); /* close_notify, once, after the last reply */

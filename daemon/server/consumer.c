@@ -104,14 +104,8 @@ static bool take(struct waiter *w, const struct store_job *sj, long long deadlin
     w->room = room(k);
     /* A push past max-output closes the client, which frees k and gives
      * its leases back, this job's included. */
-    struct outbuf line;
-    outbuf_init(&line);
     client_ref(c);
-    if (reply_push_job(&line, &j) == 0)
-        client_send(c, line.data, line.len);
-    else
-        client_close(c, "out of memory");
-    outbuf_deinit(&line);
+    client_push_job(c, &j);
     bool gone = c->closing;
     client_unref(c);
     return !gone;

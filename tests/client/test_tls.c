@@ -261,6 +261,69 @@ Test(tls, pipelined_requests_answer_in_order)
     raw_close(ssl, ctx);
 }
 
+/* TLS connections decrypt into the daemon's shared read buffer, as
+ * plain ones read into it: a line split across records (and reads) while
+ * a plain connection's reads go through that buffer arrives whole; the
+ * connection then sits idle (it keeps no buffer of its own) and goes back
+ * to work with pipelined requests, answered in order. */
+Test(tls, a_split_line_survives_other_reads_and_the_connection_goes_idle_and_back)
+{
+    start((const char *const[]){TLS_ARGS, NULL});
+    SSL_CTX *ctx;
+    SSL *ssl = raw_tls(&ctx);
+    cr_assert_not_null(ssl, "TLS handshake failed");
+    enum { PAYLOAD = 5000, FIRST = 2000 };
+    static char line[PAYLOAD + 128];
+    int o = snprintf(line, 128, "{\"op\":\"enqueue\",\"queue\":\"split\",\"payload\":\"");
+    memset(line + o, 's', PAYLOAD);
+    memcpy(line + o + PAYLOAD, "\"}\n", 3);
+    int len = o + PAYLOAD + 3;
+    cr_assert_eq(SSL_write(ssl, line, FIRST), FIRST);
+    await(emqd_metric(&fx_emqd, "emqd_buffered_bytes") >= FIRST,
+          "emqd to decrypt the first %d bytes of the line", FIRST);
+    /* A plain connection's lines, through the same buffer. */
+    struct tc_conn *p = fx_conn();
+    for (int i = 0; i < 100; i++) {
+        json_t *r =
+            tc_call(p, "{\"op\":\"enqueue\",\"queue\":\"plain\",\"payload\":\"%0300d\"}", i);
+        cr_assert(json_is_true(json_object_get(r, "ok")));
+        json_decref(r);
+    }
+    cr_assert_eq(SSL_write(ssl, line + FIRST, len - FIRST), len - FIRST);
+    char reply[512];
+    cr_assert_geq(raw_line(ssl, reply, sizeof(reply)), 0);
+    cr_assert(strstr(reply, "\"verdict\":\"enqueued\"") != NULL, "%s", reply);
+    json_t *r = tc_call(p, "{\"op\":\"claim\",\"queue\":\"split\",\"count\":2,\"flat\":true}");
+    json_t *jobs = json_object_get(r, "jobs");
+    char *d = json_dumps(r, JSON_COMPACT);
+    cr_assert_eq(json_array_size(jobs), 1, "%.300s", d);
+    free(d);
+    const char *got = json_string_value(json_object_get(json_array_get(jobs, 0), "payload"));
+    cr_assert_not_null(got);
+    cr_assert_eq(strlen(got), PAYLOAD);
+    for (size_t i = 0; i < PAYLOAD; i++)
+        cr_assert_eq(got[i], 's', "byte %zu of the payload", i);
+    json_decref(r);
+
+    /* Idle (answered, nothing in flight), then back: 50 pipelined. */
+    static char batch[50 * 96];
+    size_t blen = 0;
+    for (int i = 1; i <= 50; i++)
+        blen += (size_t)snprintf(
+            batch + blen, sizeof(batch) - blen,
+            "{\"op\":\"enqueue\",\"queue\":\"back\",\"payload\":%d,\"ref\":%d}\n", i, i);
+    cr_assert_eq(SSL_write(ssl, batch, (int)blen), (int)blen);
+    for (int i = 1; i <= 50; i++) {
+        cr_assert_geq(raw_line(ssl, reply, sizeof(reply)), 0, "reply %d missing", i);
+        json_t *e = json_loads(reply, 0, NULL);
+        cr_assert_eq(json_integer_value(json_object_get(e, "ref")), i, "out of order: %s", reply);
+        cr_assert(json_is_true(json_object_get(e, "ok")), "%s", reply);
+        json_decref(e);
+    }
+    tc_close(p);
+    raw_close(ssl, ctx);
+}
+
 Test(tls, emqctl_over_tls)
 {
     start((const char *const[]){TLS_ARGS, "--tls-only", NULL});

@@ -52,6 +52,10 @@ static uint32_t next(uint32_t *x)
     return *x;
 }
 
+/* The loop-wide read buffer of the daemon, small here so that partial
+ * lines both fit its quarter (copied in) and do not (kept apart). */
+static char shared[512];
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2)
@@ -70,9 +74,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t chunk = 1 + next(&seed) % 97;
         if (chunk > n - off)
             chunk = n - off;
-        if (next(&seed) & 1) {
+        uint32_t how = next(&seed) % 3;
+        if (how == 0) {
             CHECK(frame_feed(&f, s + off, chunk) == 0);
-        } else { /* the zero-copy path the daemon's alloc callback uses */
+        } else if (how == 1) { /* the daemon's: one read buffer shared by all */
+            char *room;
+            size_t room_len;
+            CHECK(frame_space_lent(&f, shared, sizeof(shared), &room, &room_len) == 0);
+            CHECK(room_len >= chunk);
+            memcpy(room, s + off, chunk);
+            frame_commit(&f, chunk);
+        } else { /* the zero-copy path into the reader's own buffer */
             char *room;
             size_t room_len;
             CHECK(frame_space(&f, chunk, &room, &room_len) == 0);
@@ -100,6 +112,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             CHECK(line[len] == '\0' && memchr(line, '\n', len) == NULL);
             CHECK(memcmp(line, s + e->off, len) == 0);
         }
+        /* What is left must not stay in the shared buffer: the next
+         * connection's read overwrites it. */
+        CHECK(frame_return(&f) == 0);
+        memset(shared, '#', sizeof(shared));
     }
     CHECK(seen == nev);
     if (extra > 0) { /* the tail really is oversized and unterminated */

@@ -398,3 +398,141 @@ Test(frame, a_refused_big_line_gives_its_buffer_back)
     frame_deinit(&f);
     free(s);
 }
+
+/* frame_space_lent / frame_return, as the daemon reads: every read lands
+ * in one shared buffer, whatever is left after the lines ran is copied
+ * out, and another reader's read then overwrites the shared buffer. */
+static char shared[4096];
+
+/* One read of n bytes of s through the shared buffer, then the lines,
+ * then the buffer given back and scribbled over (another connection's
+ * read). */
+static void lent_read(struct frame *f, const char *s, size_t n, struct got *g)
+{
+    char *room;
+    size_t room_len;
+    cr_assert_eq(frame_space_lent(f, shared, sizeof(shared), &room, &room_len), 0);
+    cr_assert_geq(room_len, n);
+    memcpy(room, s, n);
+    frame_commit(f, n);
+    drain(f, g);
+    cr_assert_eq(frame_return(f), 0);
+    cr_assert_not(f->lent);
+    cr_assert(f->buf == NULL || f->buf < shared || f->buf >= shared + sizeof(shared),
+              "a reader keeps nothing in the shared buffer");
+    memset(shared, '#', sizeof(shared));
+}
+
+Test(frame, lent_reads_keep_only_the_partial_line)
+{
+    static const char input[] = "{\"op\":\"a\"}\n{\"op\":\"b\"}\r\n{\"op\":\"c\",\"x\":\"yyyy\"}\n";
+    const char *want[] = {"{\"op\":\"a\"}", "{\"op\":\"b\"}", "{\"op\":\"c\",\"x\":\"yyyy\"}"};
+    size_t len = sizeof(input) - 1;
+
+    for (size_t chunk = 1; chunk <= len; chunk++) {
+        struct frame f;
+        struct got g = {0};
+        frame_init(&f, 64);
+        for (size_t at = 0; at < len; at += chunk) {
+            size_t n = len - at < chunk ? len - at : chunk;
+            lent_read(&f, input + at, n, &g);
+            /* Between reads it holds exactly the partial line, in its own
+             * buffer, and nothing at all after a newline. */
+            cr_assert_eq(frame_pending(&f), frame_partial(&f));
+            if (frame_pending(&f) == 0)
+                cr_assert_null(f.buf, "chunk %zu: an empty reader holds no buffer", chunk);
+        }
+        expect(&g, want, 3, chunk);
+        got_free(&g);
+        frame_deinit(&f);
+    }
+}
+
+/* A partial line longer than a quarter of the shared buffer stays in the
+ * reader's own buffer and grows there; once it has run, the next read
+ * is lent again and the big buffer is freed. */
+Test(frame, a_line_longer_than_one_lent_read)
+{
+    size_t n = 3 * sizeof(shared) + 100;
+    char *s = malloc(n + 8);
+    memset(s, 'z', n);
+    memcpy(s + n, "\nok\n", 4);
+    struct frame f;
+    struct got g = {0};
+    frame_init(&f, FRAME_LINE_DEFAULT);
+    size_t chunk = sizeof(shared) / 2 + 1;
+    for (size_t at = 0; at < n + 4; at += chunk)
+        lent_read(&f, s + at, n + 4 - at < chunk ? n + 4 - at : chunk, &g);
+    cr_assert_eq(g.n, 2);
+    cr_assert_eq(g.lens[0], n);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(g.lines[0][i], 'z', "byte %zu of the long line", i);
+    cr_assert_str_eq(g.lines[1], "ok");
+    lent_read(&f, "x\n", 2, &g);
+    cr_assert_null(f.buf, "the long line's buffer is freed once the reader is empty");
+    got_free(&g);
+    frame_deinit(&f);
+    free(s);
+}
+
+/* Lines not run when the read ends (the daemon paused: too many requests
+ * in flight) are kept, complete, with the partial line after them; an
+ * oversized line cut in the lent buffer and a refused line keep their
+ * places across the copy. */
+Test(frame, unrun_lines_and_refusals_survive_the_return)
+{
+    static const char input[] = "one\ntwo-is-too-long-for-the-limit\nthree\nfou";
+    struct frame f;
+    struct got g = {0};
+    char *room;
+    size_t room_len;
+    const char *line;
+    size_t len;
+
+    frame_init(&f, 8);
+    cr_assert_eq(frame_space_lent(&f, shared, sizeof(shared), &room, &room_len), 0);
+    memcpy(room, input, sizeof(input) - 1);
+    frame_commit(&f, sizeof(input) - 1);
+    cr_assert_eq(frame_next(&f, &line, &len), 0);
+    cr_assert_str_eq(line, "one");
+    cr_assert_eq(frame_return(&f), 0); /* "two..." and "three" not run yet */
+    memset(shared, '#', sizeof(shared));
+    cr_assert_eq(frame_refuse(&f), 3, "the partial \"fou\" is refused");
+    drain(&f, &g);
+    lent_read(&f, "r-five\nsix\n", 11, &g);
+    const char *want[] = {TOOBIG, "three", REFUSED, "six"};
+    expect(&g, want, 4, 0);
+    got_free(&g);
+    frame_deinit(&f);
+}
+
+/* The start of a long line, copied out of the lent buffer, gets room for
+ * the next read with it: that read goes into the reader's own buffer
+ * without moving it. Once the line has run, the reader frees it at the
+ * end of that read. */
+Test(frame, a_long_partial_line_keeps_room_for_the_next_read)
+{
+    char *s = malloc(3 * sizeof(shared));
+    memset(s, 'w', 3 * sizeof(shared));
+    struct frame f;
+    struct got g = {0};
+    char *room;
+    size_t room_len;
+    frame_init(&f, FRAME_LINE_DEFAULT);
+    lent_read(&f, s, sizeof(shared) - 1, &g); /* all of the room, no newline */
+    cr_assert_eq(frame_partial(&f), sizeof(shared) - 1);
+    char *own = f.buf;
+    cr_assert_eq(frame_space_lent(&f, shared, sizeof(shared), &room, &room_len), 0);
+    cr_assert_eq(f.buf, own, "the next read goes where the partial line is, unmoved");
+    cr_assert_geq(room_len, sizeof(shared) - 1);
+    memcpy(room, "tail\n", 5);
+    frame_commit(&f, 5);
+    drain(&f, &g);
+    cr_assert_eq(g.n, 1);
+    cr_assert_eq(g.lens[0], sizeof(shared) - 1 + 4);
+    cr_assert_eq(frame_return(&f), 0);
+    cr_assert_null(f.buf, "a reader left empty frees its own buffer");
+    got_free(&g);
+    frame_deinit(&f);
+    free(s);
+}

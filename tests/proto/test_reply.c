@@ -345,3 +345,32 @@ Test(reply, lines_append)
     outbuf_deinit(&out);
     cr_assert_null(out.data);
 }
+
+/* Strings and keys with nothing to escape are copied at once; one escape
+ * anywhere (first byte, after a plain run, last byte) takes the escaping
+ * path from there. The exact text shows both paths agree. */
+Test(reply, plain_and_escaped_strings_and_keys)
+{
+    struct outbuf out;
+    outbuf_init(&out);
+    cr_assert_eq(reply_begin_ok(&out, NULL), 0);
+    reply_key(&out, "plain");
+    reply_string(&out, "JOB01-abc_xyz", 13);
+    reply_key(&out, "k\"ey");
+    reply_string(&out, "\"first", 6);
+    reply_key(&out, "mid");
+    reply_string(&out, "ab\\cd", 5);
+    reply_key(&out, "last");
+    reply_string(&out, "abc\n", 4);
+    reply_key(&out, "utf8");
+    reply_string(&out, "caf\xc3\xa9", 5);
+    reply_key(&out, "empty");
+    reply_string(&out, "", 0);
+    cr_assert_eq(reply_end(&out), 0);
+    cr_assert_str_eq(text(&out),
+                     "{\"ok\":true,\"plain\":\"JOB01-abc_xyz\",\"k\\\"ey\":\"\\\"first\","
+                     "\"mid\":\"ab\\\\cd\",\"last\":\"abc\\n\",\"utf8\":\"caf\xc3\xa9\","
+                     "\"empty\":\"\"}\n");
+    json_decref(one_line(&out));
+    outbuf_deinit(&out);
+}
