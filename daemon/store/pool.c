@@ -432,14 +432,20 @@ int pool_script(struct pool *p, struct pool_route *rt, enum script_id id, const 
     if ((int)id < 0 || id >= SCRIPT__COUNT || k == NULL)
         return -EINVAL;
 
-    /* EVALSHA sha numkeys KEYS... prefix ARGV... as one RESP command. */
+    /* EVALSHA sha numkeys KEYS... prefix ARGV... as one RESP command. On a
+     * cluster the guard is declared too, so that Redis refuses the call
+     * before it runs while the queue's slot migrates (keys.h); off one it
+     * is left out, and a call costs what it always did. */
     const struct script *s = &script_table[id];
-    size_t nargs = 3 + KEY__COUNT + 1 + (size_t)argc;
+    size_t nkeys = KEY__COUNT + (p->cluster ? 1 : 0);
+    size_t nargs = 3 + nkeys + 1 + (size_t)argc;
     size_t len = 1 + resp_digits(nargs) + 2 + resp_arg_len(7) + resp_arg_len(40);
     size_t tail = len;
-    len += resp_arg_len(resp_digits(KEY__COUNT)) + resp_arg_len(k->prefix_len);
+    len += resp_arg_len(resp_digits(nkeys)) + resp_arg_len(k->prefix_len);
     for (int i = 0; i < KEY__COUNT; i++)
         len += resp_arg_len(k->lens[i]);
+    if (p->cluster)
+        len += resp_arg_len(k->guard_len);
     for (int i = 0; i < argc; i++)
         len += resp_arg_len(arg_len(argv, lens, i));
 
@@ -456,13 +462,15 @@ int pool_script(struct pool *p, struct pool_route *rt, enum script_id id, const 
                            .len = len,
                            .tail = tail};
     char numkeys[24], *w = r->cmd;
-    size_t numkeys_len = (size_t)(resp_put_uint(numkeys, KEY__COUNT) - numkeys);
+    size_t numkeys_len = (size_t)(resp_put_uint(numkeys, nkeys) - numkeys);
     w = resp_put_num(w, '*', nargs);
     w = resp_put_arg(w, "EVALSHA", 7);
     w = resp_put_arg(w, s->sha1, 40);
     w = resp_put_arg(w, numkeys, numkeys_len);
     for (int i = 0; i < KEY__COUNT; i++)
         w = resp_put_arg(w, k->names[i], k->lens[i]);
+    if (p->cluster)
+        w = resp_put_arg(w, k->guard, k->guard_len);
     w = resp_put_arg(w, k->prefix, k->prefix_len);
     for (int i = 0; i < argc; i++)
         w = resp_put_arg(w, argv[i], arg_len(argv, lens, i));

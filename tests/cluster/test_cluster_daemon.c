@@ -37,24 +37,16 @@ TestSuite(cluster_daemon, .init = cd_setup, .fini = cd_teardown, .timeout = 240)
  * until the move completes, within that deadline. */
 static void cd_start(int seed)
 {
-    char seeds[64], timeout[16];
-    snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", cf_cluster.node[seed].port);
+    char timeout[16];
     snprintf(timeout, sizeof(timeout), "%d", wait_deadline_ms(0));
-    const char *extra[] = {"--redis-cluster", seeds, "--redis-timeout-ms", timeout, NULL};
-    cr_assert_eq(emqd_start(&cd_emqd, 0, extra), 0, "emqd did not start");
-    cr_assert_eq(emqd_await_backend(&cd_emqd), 0, "emqd never reached the cluster");
-}
-
-static const char *jstr(const json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s != NULL ? s : "";
+    const char *extra[] = {"--redis-timeout-ms", timeout, NULL};
+    cf_emqd_start(&cd_emqd, seed, extra);
 }
 
 static void assert_ok(json_t *r)
 {
     cr_assert_not_null(r, "no reply");
-    cr_assert(tc_ok(r), "not ok: %s %s", tc_error(r), jstr(r, "message"));
+    cr_assert(tc_ok(r), "not ok: %s %s", tc_error(r), cf_jstr(r, "message"));
 }
 
 /* Send a request that must answer ok; the reply (caller frees). */
@@ -100,10 +92,10 @@ static void claim_complete(struct tc_conn *c, const char *q, const char *job)
     json_t *jobs = json_object_get(r, "jobs");
     cr_assert_eq(json_array_size(jobs), 1, "claim on %s found no job", q);
     json_t *j = json_array_get(jobs, 0);
-    cr_assert_str_eq(jstr(j, "job"), job);
+    cr_assert_str_eq(cf_jstr(j, "job"), job);
     snprintf(line, sizeof(line),
              "{\"op\":\"complete\",\"queue\":\"%s\",\"job\":\"%s\",\"lease\":\"%s\"}", q, job,
-             jstr(j, "lease"));
+             cf_jstr(j, "lease"));
     json_decref(r);
     json_decref(call_ok(c, line));
 }
@@ -244,13 +236,13 @@ static void *pipe_main(void *arg)
             json_t *r = tc_read(c, wait_deadline_ms(0));
             if (r == NULL || !tc_ok(r)) {
                 snprintf(pp->failure, sizeof(pp->failure), "round %d reply %d: %s %s", round, i,
-                         r ? tc_error(r) : "none", r ? jstr(r, "message") : "");
+                         r ? tc_error(r) : "none", r ? cf_jstr(r, "message") : "");
             } else if (i == ENQ) {
                 json_t *jobs = json_object_get(r, "jobs");
                 for (int k = 0; k < ENQ && pp->failure[0] == '\0'; k++) {
                     char want[32];
                     snprintf(want, sizeof(want), "JOBp%d-%d", round, k);
-                    const char *got = jstr(json_array_get(jobs, (size_t)k), "job");
+                    const char *got = cf_jstr(json_array_get(jobs, (size_t)k), "job");
                     if (strcmp(got, want) != 0)
                         snprintf(pp->failure, sizeof(pp->failure),
                                  "round %d: claim's job %d is '%s', want %s (of %zu)", round, k,
