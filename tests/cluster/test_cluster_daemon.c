@@ -342,3 +342,86 @@ Test(cluster_daemon, a_busy_queue_whose_slot_moves_loses_nothing)
     cr_assert_gt(emqd_metric(&cd_emqd, "emqd_pool_moved_total"), 0, "the move was followed");
     wl_deinit(&wl);
 }
+
+/* ---- emqctl and /metrics --------------------------------------------- */
+
+/* emqctl --json (args) against the daemon: exit 0 and a JSON line, its
+ * first (caller frees). */
+static json_t *ctl_json(const char *args)
+{
+    static char out[1 << 16];
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "--addr 127.0.0.1:%d --json %s", cd_emqd.port, args);
+    cr_assert_eq(emqd_run_tool("EMQCTL", cmd, out, sizeof(out)), 0, "emqctl %s:\n%s", args, out);
+    json_t *r = json_loads(out, JSON_DISABLE_EOF_CHECK, NULL);
+    cr_assert_not_null(r, "emqctl %s:\n%s", args, out);
+    return r;
+}
+
+static long long jint(const json_t *o, const char *k)
+{
+    return json_integer_value(json_object_get(o, k));
+}
+
+Test(cluster_daemon, emqctl_and_metrics_see_the_queues_of_every_master)
+{
+    /* A queue on each master, with two jobs pending and one active:
+     * emqctl's stats, top and queues and the daemon's /metrics each ask
+     * the queue's own master, and show every queue as it is. */
+    struct cf_queue q[REDIS_CLUSTER_NODES_MAX];
+    cf_place_queues(q, 1);
+    cd_start(0);
+    struct tc_conn *c = tc_connect(cd_emqd.port);
+    cr_assert_not_null(c);
+    for (int m = 0; m < cf_cluster.masters; m++) {
+        for (int i = 0; i < 3; i++)
+            json_decref(cf_ok(c,
+                              "{\"op\":\"enqueue\",\"queue\":\"%s\",\"group\":\"TENs%d\","
+                              "\"payload\":%d}",
+                              q[m].name, m, i));
+        json_decref(cf_ok(c, "{\"op\":\"claim\",\"queue\":\"%s\",\"lease_ms\":600000}", q[m].name));
+    }
+    json_t *all = ctl_json("queues");
+    cr_assert(tc_ok(all));
+    json_t *rows = json_object_get(all, "queues");
+    for (int m = 0; m < cf_cluster.masters; m++) {
+        char args[512], series[512], group[16];
+        snprintf(group, sizeof(group), "TENs%d", m);
+        snprintf(args, sizeof(args), "stats %s", q[m].name);
+        json_t *r = ctl_json(args);
+        cr_assert(tc_ok(r) && jint(r, "pending") == 2 && jint(r, "active") == 1 &&
+                      jint(r, "groups") == 1,
+                  "emqctl stats %s (node %d): pending %lld active %lld", q[m].name, q[m].node,
+                  jint(r, "pending"), jint(r, "active"));
+        json_decref(r);
+
+        snprintf(args, sizeof(args), "top %s --iterations 1 --interval 100", q[m].name);
+        r = ctl_json(args);
+        cr_assert_eq(jint(json_object_get(r, "stats"), "pending"), 2, "emqctl top %s", q[m].name);
+        json_t *g = json_array_get(json_object_get(r, "groups"), 0);
+        cr_assert_eq(json_array_size(json_object_get(r, "groups")), 1);
+        cr_assert_str_eq(cf_jstr(g, "group"), group);
+        json_decref(r);
+
+        bool listed = false;
+        for (size_t i = 0; i < json_array_size(rows); i++) {
+            json_t *row = json_array_get(rows, i);
+            if (strcmp(cf_jstr(row, "queue"), q[m].name) == 0)
+                listed = jint(row, "pending") == 2 && jint(row, "active") == 1;
+        }
+        cr_assert(listed, "emqctl queues lists %s with its counts", q[m].name);
+
+        snprintf(series, sizeof(series), "emqd_queue_jobs{queue=\"%s\",state=\"pending\"}",
+                 q[m].name);
+        cr_assert_eq(emqd_metric(&cd_emqd, series), 2, "%s", series);
+        snprintf(series, sizeof(series), "emqd_queue_jobs{queue=\"%s\",state=\"active\"}",
+                 q[m].name);
+        cr_assert_eq(emqd_metric(&cd_emqd, series), 1, "%s", series);
+        snprintf(series, sizeof(series), "emqd_group_depth{queue=\"%s\",group=\"%s\"}", q[m].name,
+                 group);
+        cr_assert_eq(emqd_metric(&cd_emqd, series), 2, "%s", series);
+    }
+    json_decref(all);
+    cr_assert_eq(emqd_metric(&cd_emqd, "emqd_pool_nodes"), cf_cluster.masters);
+    tc_close(c);
+}
