@@ -26,6 +26,10 @@
 --   8 wake      list  wake tokens for parked consumers; also a pub/sub channel
 --   9 seq       string  the lease-token counter
 --  10 groups    set   every group whose lane may be non-empty (a superset)
+-- On a Redis Cluster emqd declares an eleventh, emq:{q}:guard, which no
+-- script may touch and nothing writes: absent while the queue's slot
+-- migrates, it makes Redis refuse the call before it runs (TRYAGAIN), so
+-- no script meets a row or lane half moved (docs/ARCHITECTURE.md 7.3).
 -- Per group G (built from the prefix): g:<G>:pending, the lane (zset, score
 -- 0, mint order), and g:<G>:active, G's leases (zset, score = deadline).
 -- Also built from the prefix: throttled (zset), the lanes off the ring

@@ -10,6 +10,16 @@ const char *const keys_suffix[KEY__COUNT] = {
     [KEY_GROUPS] = "groups",
 };
 
+/* prefix + suffix into out (KEYS_PREFIX_MAX + KEYS_NAME_MAX bytes); its
+ * length. */
+static size_t key_build(char *out, const struct keys *k, const char *suffix)
+{
+    size_t slen = strlen(suffix);
+    memcpy(out, k->prefix, k->prefix_len);
+    memcpy(out + k->prefix_len, suffix, slen + 1);
+    return k->prefix_len + slen;
+}
+
 int keys_init(struct keys *k, const char *queue, size_t len)
 {
     if (!brand_queue_valid(queue, len))
@@ -20,11 +30,8 @@ int keys_init(struct keys *k, const char *queue, size_t len)
     memcpy(k->prefix + 5, queue, len);
     memcpy(k->prefix + 5 + len, "}:", 3);
     k->prefix_len = len + 7;
-    for (int i = 0; i < KEY__COUNT; i++) {
-        size_t slen = strlen(keys_suffix[i]);
-        memcpy(k->names[i], k->prefix, k->prefix_len);
-        memcpy(k->names[i] + k->prefix_len, keys_suffix[i], slen + 1);
-        k->lens[i] = k->prefix_len + slen;
-    }
+    for (int i = 0; i < KEY__COUNT; i++)
+        k->lens[i] = key_build(k->names[i], k, keys_suffix[i]);
+    k->guard_len = key_build(k->guard, k, "guard");
     return 0;
 }

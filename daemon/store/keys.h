@@ -1,6 +1,7 @@
 /* keys: the store layout of one queue. Every lane script takes the same
  * ten KEYS in this order (lua/lib.lua names them) and ARGV[1] = the
- * prefix "emq:{q}:" from which per-job and per-lane keys are built. */
+ * prefix "emq:{q}:" from which per-job and per-lane keys are built. On a
+ * Redis Cluster each call declares an eleventh, the guard (below). */
 #ifndef EMQ_KEYS_H
 #define EMQ_KEYS_H
 
@@ -28,12 +29,19 @@ enum { KEYS_EQUEUE = 1 };
 #define KEYS_PREFIX_MAX (sizeof("emq:{}:") - 1 + BRAND_QUEUE_MAX)
 #define KEYS_NAME_MAX   16
 
-/* The key names of one queue, built once and reused for every call. */
+/* The key names of one queue, built once and reused for every call.
+ * guard, "emq:{q}:guard", is a key nothing ever writes: declared by every
+ * script call on a cluster, it makes Redis refuse the call (TRYAGAIN)
+ * before the script runs while the queue's slot is being migrated, when
+ * the script could otherwise meet some of the keys it computes already
+ * gone (docs/ARCHITECTURE.md 7.3, "Resharding in batches"). */
 struct keys {
     char prefix[KEYS_PREFIX_MAX + 1];
     size_t prefix_len;
     char names[KEY__COUNT][KEYS_PREFIX_MAX + KEYS_NAME_MAX];
     size_t lens[KEY__COUNT];
+    char guard[KEYS_PREFIX_MAX + KEYS_NAME_MAX];
+    size_t guard_len;
 };
 
 /* The suffix of each key after the prefix ("ring", "glimit", ...). */

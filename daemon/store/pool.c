@@ -255,43 +255,78 @@ static void req_dispatch(struct pool *p, struct pool_req *r)
     pool_req_fail_later(p, r);
 }
 
-/* A held connection with nothing written left unanswered: write what
- * waited, the NOSCRIPT ones first (they were sent first), then the rest,
- * each list in order. A resend that answers NOSCRIPT again holds c again;
- * a write hiredis refuses fails c, and what is left waits for it to go. */
+/* Resend r, one of the bounced requests (redo) of held connection c:
+ * after MOVED or ASK to the node that serves it now, after TRYAGAIN to
+ * the same node, after NOSCRIPT on c as EVAL. A request whose route has
+ * had one resent in this release (gen) follows that one instead, to the
+ * same connection and behind it, whatever its own bounce said: r was
+ * written after it, and split over two nodes the later one could take
+ * effect first (r1 answered TRYAGAIN and r2 ASK when a MIGRATE batch ran
+ * between them; r2 on the importing node may run while r1 still waits
+ * on the old owner). Where the first went, r is bounced again if it must
+ * (docs/ARCHITECTURE.md 7.3). */
+static void redo_place(struct pool_conn *c, struct pool_req *r, uint64_t gen)
+{
+    struct pool *p = c->pool;
+    struct pool_route *rt = r->route;
+    struct pool_conn *to = c;
+
+    if (rt != NULL && rt->release == gen && rt->conn >= 0) {
+        to = &p->conns[rt->conn];
+        r->asking = false; /* ASKING goes where the map says the slot is not (pool_req_write) */
+        /* What it met where it was is not a redirect it followed: it may
+         * be bounced there again for as long as the first is (whose own
+         * redirects and TRYAGAIN waits are bounded). */
+        r->redirects = 0;
+    } else if (r->target >= 0) {
+        int slot = rt != NULL ? rt->slot : r->slot;
+        to = pool_node_pick(p, r->target, (uint16_t)(slot < 0 ? 0 : slot));
+    }
+    r->target = -1;
+    if (to == NULL) {
+        pool_req_fail_later(p, r);
+        return;
+    }
+    if (rt != NULL) {
+        rt->release = gen;
+        rt->conn = (int)(to - p->conns);
+    }
+    req_place(to, r);
+    /* What was submitted meanwhile waits until the resent ones have
+     * answered: if they are bounced again, it stays behind them. */
+    to->holding = true;
+}
+
+/* A held connection with nothing written left unanswered: resend the
+ * bounced ones (redo, in order); the route of each moves with the first
+ * of its requests resent (redo_place). Then what waited (held): while a
+ * connection has resent requests unanswered it stays held, so what
+ * waited is written once they have answered, wherever its route went
+ * (route_pick), and after them even if they are bounced again. Held
+ * requests need not bounce as the resent ones did: a route's calls need
+ * not declare the same keys. A write hiredis refuses fails c, and what
+ * is left waits for it to go. */
 static void conn_release(struct pool_conn *c)
 {
     struct pool *p = c->pool;
     struct pool_req *redo = list_take(&c->redo), *held = list_take(&c->held);
+    uint64_t gen = ++p->releases;
     c->holding = false;
     for (int pass = 0; pass < 2; pass++) {
         struct pool_req *r = pass == 0 ? redo : held;
         while (r != NULL) {
             struct pool_req *next = r->next;
-            if (c->state != CONN_READY || c->holding) {
-                /* Failed or held again meanwhile: the rest waits, in order. */
+            if (c->state != CONN_READY || (pass == 1 && c->holding)) {
+                /* Failed, or resends of c out: the rest waits, in order. */
                 r->conn = c;
                 list_append(pass == 0 ? &c->redo : &c->held, r);
                 c->holding = true;
-            } else if (r->target >= 0) {
-                /* MOVED or ASK: to the node that serves it now. Its
-                 * route follows it there, and so does all of the route
-                 * that waited behind it (pass 1, by route_pick). */
-                int slot = r->route != NULL ? r->route->slot : r->slot;
-                struct pool_conn *to =
-                    pool_node_pick(p, r->target, (uint16_t)(slot < 0 ? 0 : slot));
-                r->target = -1;
-                if (to == NULL) {
-                    pool_req_fail_later(p, r);
-                } else {
-                    if (r->route != NULL)
-                        r->route->conn = (int)(to - p->conns);
-                    req_place(to, r);
-                }
-            } else if (pass == 1 && p->cluster && !r->pinned) {
+            } else if (pass == 0) {
+                redo_place(c, r, gen);
+            } else if (p->cluster && !r->pinned) {
                 req_dispatch(p, r); /* the map may have moved it */
             } else {
-                pool_req_write(c, r);
+                req_place(c, r);
             }
             r = next;
         }
@@ -432,14 +467,20 @@ int pool_script(struct pool *p, struct pool_route *rt, enum script_id id, const 
     if ((int)id < 0 || id >= SCRIPT__COUNT || k == NULL)
         return -EINVAL;
 
-    /* EVALSHA sha numkeys KEYS... prefix ARGV... as one RESP command. */
+    /* EVALSHA sha numkeys KEYS... prefix ARGV... as one RESP command. On a
+     * cluster the guard is declared too, so that Redis refuses the call
+     * before it runs while the queue's slot migrates (keys.h); off one it
+     * is left out, and a call costs what it always did. */
     const struct script *s = &script_table[id];
-    size_t nargs = 3 + KEY__COUNT + 1 + (size_t)argc;
+    size_t nkeys = KEY__COUNT + (p->cluster ? 1 : 0);
+    size_t nargs = 3 + nkeys + 1 + (size_t)argc;
     size_t len = 1 + resp_digits(nargs) + 2 + resp_arg_len(7) + resp_arg_len(40);
     size_t tail = len;
-    len += resp_arg_len(resp_digits(KEY__COUNT)) + resp_arg_len(k->prefix_len);
+    len += resp_arg_len(resp_digits(nkeys)) + resp_arg_len(k->prefix_len);
     for (int i = 0; i < KEY__COUNT; i++)
         len += resp_arg_len(k->lens[i]);
+    if (p->cluster)
+        len += resp_arg_len(k->guard_len);
     for (int i = 0; i < argc; i++)
         len += resp_arg_len(arg_len(argv, lens, i));
 
@@ -456,13 +497,15 @@ int pool_script(struct pool *p, struct pool_route *rt, enum script_id id, const 
                            .len = len,
                            .tail = tail};
     char numkeys[24], *w = r->cmd;
-    size_t numkeys_len = (size_t)(resp_put_uint(numkeys, KEY__COUNT) - numkeys);
+    size_t numkeys_len = (size_t)(resp_put_uint(numkeys, nkeys) - numkeys);
     w = resp_put_num(w, '*', nargs);
     w = resp_put_arg(w, "EVALSHA", 7);
     w = resp_put_arg(w, s->sha1, 40);
     w = resp_put_arg(w, numkeys, numkeys_len);
     for (int i = 0; i < KEY__COUNT; i++)
         w = resp_put_arg(w, k->names[i], k->lens[i]);
+    if (p->cluster)
+        w = resp_put_arg(w, k->guard, k->guard_len);
     w = resp_put_arg(w, k->prefix, k->prefix_len);
     for (int i = 0; i < argc; i++)
         w = resp_put_arg(w, argv[i], arg_len(argv, lens, i));

@@ -79,6 +79,8 @@ struct pool_route {
     uint16_t slot;     /* CRC16 of the hash tag, mod 16384 */
     int conn;          /* the connection it is on, or -1 */
     uint32_t inflight; /* its requests whose callback has not run yet */
+    uint64_t release;  /* the pool's last release of a held connection that resent one of its
+                        * requests (pool.c: conn_release) */
 };
 
 /* A route for the keys of hash tag tag (len bytes: the text between the

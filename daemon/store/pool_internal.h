@@ -168,6 +168,7 @@ struct pool {
     uint64_t map_read_ms; /* loop time of the last map read */
     uv_timer_t map_timer;
     uv_timer_t retry_timer; /* releases the connections held for TRYAGAIN */
+    uint64_t releases;      /* held connections released so far (pool_route.release) */
     int ready;              /* READY command connections */
     int cursor;             /* round-robin position */
     bool notified_up;       /* what on_state was last told */

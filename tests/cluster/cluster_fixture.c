@@ -13,6 +13,8 @@ struct redis_cluster cf_cluster;
 
 void cf_setup(void)
 {
+    /* Scripts are called as emqd calls them on a cluster: with the guard. */
+    lanes_set_guard(true);
     cr_assert_eq(redis_cluster_start(&cf_cluster, 3, 1), 0, "the cluster did not start");
 }
 
@@ -160,13 +162,7 @@ void cf_await_lease_out(const char *job)
 
 static void cf_node_id(int i, char out[48])
 {
-    redisContext *c = redis_cluster_connect(&cf_cluster, i);
-    cr_assert_not_null(c);
-    redisReply *r = redisCommand(c, "CLUSTER MYID");
-    cr_assert(r != NULL && r->type == REDIS_REPLY_STRING && r->len < 48);
-    memcpy(out, r->str, r->len + 1);
-    freeReplyObject(r);
-    redisFree(c);
+    cr_assert_eq(redis_cluster_node_id(&cf_cluster, i, out), 0, "CLUSTER MYID of node %d", i);
 }
 
 static void expect_status(redisContext *c, redisReply *r, const char *what)
@@ -260,4 +256,40 @@ int cf_other_master(int m)
             return i;
     cr_assert_fail("no other master");
     return -1;
+}
+
+/* ---- emqd on the cluster ------------------------------------------------- */
+
+void cf_emqd_start(struct emqd_proc *p, int seed, const char *const *extra)
+{
+    char seeds[64];
+    const char *argv[16] = {"--redis-cluster", seeds};
+    int n = 2;
+    snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", cf_cluster.node[seed].port);
+    for (int i = 0; extra != NULL && extra[i] != NULL; i++) {
+        cr_assert_lt(n, 15);
+        argv[n++] = extra[i];
+    }
+    argv[n] = NULL;
+    cr_assert_eq(emqd_start(p, 0, argv), 0, "emqd did not start");
+    cr_assert_eq(emqd_await_backend(p), 0, "emqd never reached the cluster");
+}
+
+const char *cf_jstr(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s != NULL ? s : "";
+}
+
+json_t *cf_ok(struct tc_conn *c, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    json_t *r = tc_call(c, "%s", line);
+    cr_assert(r != NULL && tc_ok(r), "%s: %s %s", line, r ? tc_error(r) : "no reply",
+              r ? cf_jstr(r, "message") : "");
+    return r;
 }

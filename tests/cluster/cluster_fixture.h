@@ -9,6 +9,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jansson.h>
+
+#include "emqd_proc.h"
 #include "lanes_fixture.h"
 #include "redis_cluster.h"
 
@@ -83,5 +86,17 @@ void cf_slot_assign(int slot, int to);
 
 /* Another master than m (asserts there is one). */
 int cf_other_master(int m);
+
+/* Start emqd p on the cluster with node seed as its one seed, and extra
+ * (NULL-terminated, or NULL) after --redis-cluster; asserts that it
+ * started and reached the cluster. */
+void cf_emqd_start(struct emqd_proc *p, int seed, const char *const *extra);
+
+/* String field k of a reply ("" when absent). */
+const char *cf_jstr(const json_t *o, const char *k);
+
+/* Send one request (printf-style) that must answer ok; the reply (caller
+ * frees). */
+json_t *cf_ok(struct tc_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -37,24 +37,16 @@ TestSuite(cluster_daemon, .init = cd_setup, .fini = cd_teardown, .timeout = 240)
  * until the move completes, within that deadline. */
 static void cd_start(int seed)
 {
-    char seeds[64], timeout[16];
-    snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", cf_cluster.node[seed].port);
+    char timeout[16];
     snprintf(timeout, sizeof(timeout), "%d", wait_deadline_ms(0));
-    const char *extra[] = {"--redis-cluster", seeds, "--redis-timeout-ms", timeout, NULL};
-    cr_assert_eq(emqd_start(&cd_emqd, 0, extra), 0, "emqd did not start");
-    cr_assert_eq(emqd_await_backend(&cd_emqd), 0, "emqd never reached the cluster");
-}
-
-static const char *jstr(const json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s != NULL ? s : "";
+    const char *extra[] = {"--redis-timeout-ms", timeout, NULL};
+    cf_emqd_start(&cd_emqd, seed, extra);
 }
 
 static void assert_ok(json_t *r)
 {
     cr_assert_not_null(r, "no reply");
-    cr_assert(tc_ok(r), "not ok: %s %s", tc_error(r), jstr(r, "message"));
+    cr_assert(tc_ok(r), "not ok: %s %s", tc_error(r), cf_jstr(r, "message"));
 }
 
 /* Send a request that must answer ok; the reply (caller frees). */
@@ -100,10 +92,10 @@ static void claim_complete(struct tc_conn *c, const char *q, const char *job)
     json_t *jobs = json_object_get(r, "jobs");
     cr_assert_eq(json_array_size(jobs), 1, "claim on %s found no job", q);
     json_t *j = json_array_get(jobs, 0);
-    cr_assert_str_eq(jstr(j, "job"), job);
+    cr_assert_str_eq(cf_jstr(j, "job"), job);
     snprintf(line, sizeof(line),
              "{\"op\":\"complete\",\"queue\":\"%s\",\"job\":\"%s\",\"lease\":\"%s\"}", q, job,
-             jstr(j, "lease"));
+             cf_jstr(j, "lease"));
     json_decref(r);
     json_decref(call_ok(c, line));
 }
@@ -244,13 +236,13 @@ static void *pipe_main(void *arg)
             json_t *r = tc_read(c, wait_deadline_ms(0));
             if (r == NULL || !tc_ok(r)) {
                 snprintf(pp->failure, sizeof(pp->failure), "round %d reply %d: %s %s", round, i,
-                         r ? tc_error(r) : "none", r ? jstr(r, "message") : "");
+                         r ? tc_error(r) : "none", r ? cf_jstr(r, "message") : "");
             } else if (i == ENQ) {
                 json_t *jobs = json_object_get(r, "jobs");
                 for (int k = 0; k < ENQ && pp->failure[0] == '\0'; k++) {
                     char want[32];
                     snprintf(want, sizeof(want), "JOBp%d-%d", round, k);
-                    const char *got = jstr(json_array_get(jobs, (size_t)k), "job");
+                    const char *got = cf_jstr(json_array_get(jobs, (size_t)k), "job");
                     if (strcmp(got, want) != 0)
                         snprintf(pp->failure, sizeof(pp->failure),
                                  "round %d: claim's job %d is '%s', want %s (of %zu)", round, k,
@@ -349,4 +341,87 @@ Test(cluster_daemon, a_busy_queue_whose_slot_moves_loses_nothing)
     wl_account(&wl, cd_emqd.port);
     cr_assert_gt(emqd_metric(&cd_emqd, "emqd_pool_moved_total"), 0, "the move was followed");
     wl_deinit(&wl);
+}
+
+/* ---- emqctl and /metrics --------------------------------------------- */
+
+/* emqctl --json (args) against the daemon: exit 0 and a JSON line, its
+ * first (caller frees). */
+static json_t *ctl_json(const char *args)
+{
+    static char out[1 << 16];
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "--addr 127.0.0.1:%d --json %s", cd_emqd.port, args);
+    cr_assert_eq(emqd_run_tool("EMQCTL", cmd, out, sizeof(out)), 0, "emqctl %s:\n%s", args, out);
+    json_t *r = json_loads(out, JSON_DISABLE_EOF_CHECK, NULL);
+    cr_assert_not_null(r, "emqctl %s:\n%s", args, out);
+    return r;
+}
+
+static long long jint(const json_t *o, const char *k)
+{
+    return json_integer_value(json_object_get(o, k));
+}
+
+Test(cluster_daemon, emqctl_and_metrics_see_the_queues_of_every_master)
+{
+    /* A queue on each master, with two jobs pending and one active:
+     * emqctl's stats, top and queues and the daemon's /metrics each ask
+     * the queue's own master, and show every queue as it is. */
+    struct cf_queue q[REDIS_CLUSTER_NODES_MAX];
+    cf_place_queues(q, 1);
+    cd_start(0);
+    struct tc_conn *c = tc_connect(cd_emqd.port);
+    cr_assert_not_null(c);
+    for (int m = 0; m < cf_cluster.masters; m++) {
+        for (int i = 0; i < 3; i++)
+            json_decref(cf_ok(c,
+                              "{\"op\":\"enqueue\",\"queue\":\"%s\",\"group\":\"TENs%d\","
+                              "\"payload\":%d}",
+                              q[m].name, m, i));
+        json_decref(cf_ok(c, "{\"op\":\"claim\",\"queue\":\"%s\",\"lease_ms\":600000}", q[m].name));
+    }
+    json_t *all = ctl_json("queues");
+    cr_assert(tc_ok(all));
+    json_t *rows = json_object_get(all, "queues");
+    for (int m = 0; m < cf_cluster.masters; m++) {
+        char args[512], series[512], group[16];
+        snprintf(group, sizeof(group), "TENs%d", m);
+        snprintf(args, sizeof(args), "stats %s", q[m].name);
+        json_t *r = ctl_json(args);
+        cr_assert(tc_ok(r) && jint(r, "pending") == 2 && jint(r, "active") == 1 &&
+                      jint(r, "groups") == 1,
+                  "emqctl stats %s (node %d): pending %lld active %lld", q[m].name, q[m].node,
+                  jint(r, "pending"), jint(r, "active"));
+        json_decref(r);
+
+        snprintf(args, sizeof(args), "top %s --iterations 1 --interval 100", q[m].name);
+        r = ctl_json(args);
+        cr_assert_eq(jint(json_object_get(r, "stats"), "pending"), 2, "emqctl top %s", q[m].name);
+        json_t *g = json_array_get(json_object_get(r, "groups"), 0);
+        cr_assert_eq(json_array_size(json_object_get(r, "groups")), 1);
+        cr_assert_str_eq(cf_jstr(g, "group"), group);
+        json_decref(r);
+
+        bool listed = false;
+        for (size_t i = 0; i < json_array_size(rows); i++) {
+            json_t *row = json_array_get(rows, i);
+            if (strcmp(cf_jstr(row, "queue"), q[m].name) == 0)
+                listed = jint(row, "pending") == 2 && jint(row, "active") == 1;
+        }
+        cr_assert(listed, "emqctl queues lists %s with its counts", q[m].name);
+
+        snprintf(series, sizeof(series), "emqd_queue_jobs{queue=\"%s\",state=\"pending\"}",
+                 q[m].name);
+        cr_assert_eq(emqd_metric(&cd_emqd, series), 2, "%s", series);
+        snprintf(series, sizeof(series), "emqd_queue_jobs{queue=\"%s\",state=\"active\"}",
+                 q[m].name);
+        cr_assert_eq(emqd_metric(&cd_emqd, series), 1, "%s", series);
+        snprintf(series, sizeof(series), "emqd_group_depth{queue=\"%s\",group=\"%s\"}", q[m].name,
+                 group);
+        cr_assert_eq(emqd_metric(&cd_emqd, series), 2, "%s", series);
+    }
+    json_decref(all);
+    cr_assert_eq(emqd_metric(&cd_emqd, "emqd_pool_nodes"), cf_cluster.masters);
+    tc_close(c);
 }

@@ -30,19 +30,10 @@ TestSuite(cluster_failover, .init = cf_setup, .fini = fo_teardown, .timeout = 24
 /* Start emqd seeded with a node other than avoid, with replica-acks. */
 static void fo_start(int avoid, int acks)
 {
-    char seeds[64], ack[8];
-    int seed = avoid == 0 ? 1 : 0;
-    snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", cf_cluster.node[seed].port);
+    char ack[8];
     snprintf(ack, sizeof(ack), "%d", acks);
-    const char *extra[] = {"--redis-cluster", seeds, "--replica-acks", ack, NULL};
-    cr_assert_eq(emqd_start(&fo_emqd, 0, extra), 0, "emqd did not start");
-    cr_assert_eq(emqd_await_backend(&fo_emqd), 0, "emqd never reached the cluster");
-}
-
-static const char *jstr(const json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s != NULL ? s : "";
+    const char *extra[] = {"--replica-acks", ack, NULL};
+    cf_emqd_start(&fo_emqd, avoid == 0 ? 1 : 0, extra);
 }
 
 /* Enqueue job on q; the reply's error code ("" when ok). */
@@ -69,7 +60,7 @@ static int claim_all(struct tc_conn *c, const char *q, char (*ids)[32], int n, b
         json_t *jobs = json_object_get(r, "jobs");
         size_t k = json_array_size(jobs);
         for (size_t i = 0; i < k; i++) {
-            const char *id = jstr(json_array_get(jobs, i), "job");
+            const char *id = cf_jstr(json_array_get(jobs, i), "job");
             for (int j = 0; j < n; j++)
                 if (strcmp(ids[j], id) == 0)
                     found[j] = true;

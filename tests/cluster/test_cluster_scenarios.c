@@ -27,34 +27,8 @@ TestSuite(cluster_scenarios, .init = cf_setup, .fini = sc_teardown, .timeout = 2
 
 static void sc_start(struct emqd_proc *p, int seed, const char *upkeep_ms)
 {
-    char seeds[64];
-    snprintf(seeds, sizeof(seeds), "127.0.0.1:%d", cf_cluster.node[seed].port);
-    const char *extra[] = {"--redis-cluster", seeds, "--upkeep-ms", upkeep_ms, NULL};
-    cr_assert_eq(emqd_start(p, 0, extra), 0, "emqd did not start");
-    cr_assert_eq(emqd_await_backend(p), 0, "emqd never reached the cluster");
-}
-
-static const char *jstr(const json_t *o, const char *k)
-{
-    const char *s = json_string_value(json_object_get(o, k));
-    return s != NULL ? s : "";
-}
-
-/* Send one request (printf-style) that must answer ok; the reply. */
-static json_t *call_ok(struct tc_conn *c, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static json_t *call_ok(struct tc_conn *c, const char *fmt, ...)
-{
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    json_t *r = tc_call(c, "%s", line);
-    cr_assert(r != NULL && tc_ok(r), "%s: %s %s", line, r ? tc_error(r) : "no reply",
-              r ? jstr(r, "message") : "");
-    return r;
+    const char *extra[] = {"--upkeep-ms", upkeep_ms, NULL};
+    cf_emqd_start(p, seed, extra);
 }
 
 /* Subscribers of queue q's wake channel on node i (PUBSUB SHARDNUMSUB
@@ -96,7 +70,7 @@ Test(cluster_scenarios, a_stream_on_one_daemon_gets_jobs_enqueued_through_anothe
         a[m] = tc_connect(sc_a.port);
         cr_assert_not_null(a[m]);
         json_decref(
-            call_ok(a[m], "{\"op\":\"stream\",\"queue\":\"%s\",\"credit\":5%s}", q[m].name, ""));
+            cf_ok(a[m], "{\"op\":\"stream\",\"queue\":\"%s\",\"credit\":5%s}", q[m].name, ""));
         await(wake_subscribed_on(q[m].node, q[m].name, 1),
               "emqd A to listen for %s's wakes on its slot's owner (node %d) only", q[m].name,
               q[m].node);
@@ -108,15 +82,15 @@ Test(cluster_scenarios, a_stream_on_one_daemon_gets_jobs_enqueued_through_anothe
     struct tc_conn *b = tc_connect(sc_b.port);
     cr_assert_not_null(b);
     for (int m = 0; m < cf_cluster.masters; m++) {
-        json_decref(call_ok(b,
-                            "{\"op\":\"enqueue\",\"queue\":\"%s\",\"group\":\"TENw\","
-                            "\"payload\":\"from-b%s\"}",
-                            q[m].name, ""));
+        json_decref(cf_ok(b,
+                          "{\"op\":\"enqueue\",\"queue\":\"%s\",\"group\":\"TENw\","
+                          "\"payload\":\"from-b%s\"}",
+                          q[m].name, ""));
         json_t *p = tc_read(a[m], wait_deadline_ms(0));
         cr_assert_not_null(p, "no push on emqd A for a job of %s enqueued through emqd B",
                            q[m].name);
-        cr_assert_str_eq(jstr(p, "push"), "job");
-        cr_assert_str_eq(jstr(p, "payload"), "from-b");
+        cr_assert_str_eq(cf_jstr(p, "push"), "job");
+        cr_assert_str_eq(cf_jstr(p, "payload"), "from-b");
         json_decref(p);
         tc_close(a[m]);
     }
@@ -132,19 +106,19 @@ Test(cluster_scenarios, a_ceiling_holds_and_expired_leases_are_reaped_on_every_m
     cr_assert_not_null(c);
     for (int m = 0; m < cf_cluster.masters; m++) {
         const char *name = q[m].name;
-        json_decref(call_ok(c, "{\"op\":\"limit\",\"queue\":\"%s\",\"group\":\"TENc\",\"max\":1%s}",
-                            name, ""));
+        json_decref(cf_ok(c, "{\"op\":\"limit\",\"queue\":\"%s\",\"group\":\"TENc\",\"max\":1%s}",
+                          name, ""));
         for (int i = 0; i < 3; i++)
-            json_decref(call_ok(c, "{\"op\":\"enqueue\",\"queue\":\"%s\",\"group\":\"TENc\"%s}",
-                                name, ",\"payload\":1"));
+            json_decref(cf_ok(c, "{\"op\":\"enqueue\",\"queue\":\"%s\",\"group\":\"TENc\"%s}", name,
+                              ",\"payload\":1"));
         /* The ceiling: one active job of the group at a time. */
-        json_t *r = call_ok(c, "{\"op\":\"claim\",\"queue\":\"%s\",\"count\":3%s}", name,
-                            ",\"lease_ms\":300");
+        json_t *r = cf_ok(c, "{\"op\":\"claim\",\"queue\":\"%s\",\"count\":3%s}", name,
+                          ",\"lease_ms\":300");
         json_t *jobs = json_object_get(r, "jobs");
         cr_assert_eq(json_array_size(jobs), 1, "queue %s: the ceiling of 1 let %zu through", name,
                      json_array_size(jobs));
         char first[64];
-        snprintf(first, sizeof(first), "%s", jstr(json_array_get(jobs, 0), "job"));
+        snprintf(first, sizeof(first), "%s", cf_jstr(json_array_get(jobs, 0), "job"));
         json_decref(r);
         /* Its lease runs out unsettled: the reaper (on the master that
          * holds the queue) gives it back, and the ceiling lets one of the
@@ -153,14 +127,14 @@ Test(cluster_scenarios, a_ceiling_holds_and_expired_leases_are_reaped_on_every_m
         struct wait w;
         wait_begin(&w, 0);
         while (strcmp(state, "pending") != 0 && wait_again(&w)) {
-            r = call_ok(c, "{\"op\":\"job\",\"queue\":\"%s\",\"job\":\"%s\"}", name, first);
-            snprintf(state, sizeof(state), "%s", jstr(json_object_get(r, "job"), "state"));
+            r = cf_ok(c, "{\"op\":\"job\",\"queue\":\"%s\",\"job\":\"%s\"}", name, first);
+            snprintf(state, sizeof(state), "%s", cf_jstr(json_object_get(r, "job"), "state"));
             json_decref(r);
         }
         cr_assert_str_eq(state, "pending", "queue %s: the expired job %s was never reaped", name,
                          first);
-        r = call_ok(c, "{\"op\":\"claim\",\"queue\":\"%s\",\"count\":3%s}", name,
-                    ",\"lease_ms\":60000");
+        r = cf_ok(c, "{\"op\":\"claim\",\"queue\":\"%s\",\"count\":3%s}", name,
+                  ",\"lease_ms\":60000");
         cr_assert_eq(json_array_size(json_object_get(r, "jobs")), 1,
                      "queue %s: after the reap the ceiling lets exactly one through", name);
         json_decref(r);
@@ -172,14 +146,14 @@ Test(cluster_scenarios, a_ceiling_holds_and_expired_leases_are_reaped_on_every_m
  * in the test's time, only the wake can bring it. */
 static void wake_crosses(struct tc_conn *b, struct tc_conn *a, const char *q, const char *payload)
 {
-    json_decref(call_ok(b,
-                        "{\"op\":\"enqueue\",\"queue\":\"%s\",\"group\":\"TENw\","
-                        "\"payload\":\"%s\"}",
-                        q, payload));
+    json_decref(cf_ok(b,
+                      "{\"op\":\"enqueue\",\"queue\":\"%s\",\"group\":\"TENw\","
+                      "\"payload\":\"%s\"}",
+                      q, payload));
     json_t *p = tc_read(a, wait_deadline_ms(0));
     cr_assert_not_null(p, "no push on emqd A for %s (%s) enqueued through emqd B", q, payload);
-    cr_assert_str_eq(jstr(p, "push"), "job");
-    cr_assert_str_eq(jstr(p, "payload"), payload);
+    cr_assert_str_eq(cf_jstr(p, "push"), "job");
+    cr_assert_str_eq(cf_jstr(p, "payload"), payload);
     json_decref(p);
 }
 
@@ -197,7 +171,7 @@ Test(cluster_scenarios, a_wake_crosses_daemons_after_the_queue_s_slot_moves)
     sc_start(&sc_a, 0, "3600000");
     struct tc_conn *a = tc_connect(sc_a.port);
     cr_assert_not_null(a);
-    json_decref(call_ok(a, "{\"op\":\"stream\",\"queue\":\"%s\",\"credit\":5}", name));
+    json_decref(cf_ok(a, "{\"op\":\"stream\",\"queue\":\"%s\",\"credit\":5}", name));
     await(wake_subscribed_on(from, name, 1), "emqd A to listen on node %d", from);
     sc_start(&sc_b, cf_cluster.n - 1, "3600000");
     struct tc_conn *b = tc_connect(sc_b.port);

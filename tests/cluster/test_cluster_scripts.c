@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cluster_fixture.h"
@@ -145,4 +146,246 @@ Test(cluster, a_wake_is_published_on_its_queue_s_shard)
     freeReplyObject(r);
     redisFree(owner);
     cf_settle();
+}
+
+/* --- a slot being migrated --------------------------------------------- */
+
+static int by_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int by_reply_str(const void *a, const void *b)
+{
+    return strcmp((*(redisReply *const *)a)->str, (*(redisReply *const *)b)->str);
+}
+
+/* A command on c, after ASKING when asking (c is the importing node). */
+static redisReply *ask_cmd(redisContext *c, bool asking, const char *fmt, const char *key)
+{
+    if (asking)
+        freeReplyObject(redisCommand(c, "ASKING"));
+    redisReply *r = redisCommand(c, fmt, key);
+    cr_assert(r != NULL && r->type != REDIS_REPLY_ERROR, "%s %s: %s", fmt, key,
+              r != NULL && r->str != NULL ? r->str : "?");
+    return r;
+}
+
+/* Key's value as text, the same on any node: "key type: item item ...",
+ * a set's members and a hash's "field=value" pairs sorted (their order is
+ * the node's own). */
+static void key_text(redisContext *c, bool asking, const char *key, char *out, size_t cap)
+{
+    static const char *const read[][2] = {
+        {"string", "GET %s"},
+        {"list", "LRANGE %s 0 -1"},
+        {"set", "SMEMBERS %s"},
+        {"hash", "HGETALL %s"},
+        {"zset", "ZRANGE %s 0 -1 WITHSCORES"},
+    };
+    redisReply *t = ask_cmd(c, asking, "TYPE %s", key);
+    size_t len = (size_t)snprintf(out, cap, "%s %s:", key, t->str);
+    for (size_t i = 0; i < sizeof(read) / sizeof(read[0]); i++) {
+        if (strcmp(t->str, read[i][0]) != 0)
+            continue;
+        redisReply *v = ask_cmd(c, asking, read[i][1], key);
+        bool hash = i == 3, sorted = i == 2 || i == 3;
+        size_t n = v->type == REDIS_REPLY_ARRAY ? v->elements / (hash ? 2 : 1) : 1;
+        char **items = calloc(n, sizeof(*items));
+        cr_assert_not_null(items);
+        for (size_t k = 0; k < n; k++) {
+            const redisReply *e = v->type == REDIS_REPLY_ARRAY ? v->element[k * (hash ? 2 : 1)] : v;
+            size_t cap_k = e->len + (hash ? v->element[k * 2 + 1]->len : 0) + 2;
+            items[k] = malloc(cap_k);
+            cr_assert_not_null(items[k]);
+            snprintf(items[k], cap_k, "%s%s%s", e->str, hash ? "=" : "",
+                     hash ? v->element[k * 2 + 1]->str : "");
+        }
+        if (sorted)
+            qsort(items, n, sizeof(*items), by_str);
+        for (size_t k = 0; k < n; k++) {
+            len += (size_t)snprintf(out + len, len < cap ? cap - len : 0, " %s", items[k]);
+            free(items[k]);
+        }
+        free(items);
+        freeReplyObject(v);
+    }
+    freeReplyObject(t);
+    cr_assert_lt(len, cap, "the value of %s is too long", key);
+}
+
+/* Every key of slot on c, by name, with its value, as one comparable
+ * text. */
+static char *slot_dump(redisContext *c, int slot, bool asking)
+{
+    redisReply *keys = redisCommand(c, "CLUSTER GETKEYSINSLOT %d 1000", slot);
+    cr_assert(keys != NULL && keys->type == REDIS_REPLY_ARRAY);
+    qsort(keys->element, keys->elements, sizeof(*keys->element), by_reply_str);
+    size_t cap = 1 << 16, len = 0;
+    char *out = malloc(cap);
+    cr_assert_not_null(out);
+    out[0] = '\0';
+    for (size_t i = 0; i < keys->elements; i++) {
+        key_text(c, asking, keys->element[i]->str, out + len, cap - len - 1);
+        len += strlen(out + len);
+        out[len++] = '\n';
+        out[len] = '\0';
+    }
+    freeReplyObject(keys);
+    return out;
+}
+
+/* Every script, sent on c (after ASKING when asking), is refused with
+ * want before it runs. */
+static void expect_every_script(redisContext *c, bool asking, const char *want)
+{
+    for (int id = 0; id < SCRIPT__COUNT; id++) {
+        if (asking)
+            freeReplyObject(redisCommand(c, "ASKING"));
+        redisReply *r = lanes_call(c, &fx_q, id, NULL);
+        cr_assert(r != NULL && r->type == REDIS_REPLY_ERROR &&
+                      strncmp(r->str, want, strlen(want)) == 0,
+                  "%s while its slot migrates: %s, want %s", script_table[id].name,
+                  r == NULL                      ? "no reply"
+                  : r->type == REDIS_REPLY_ERROR ? r->str
+                                                 : "it ran",
+                  want);
+        freeReplyObject(r);
+    }
+}
+
+/* Script id sent on c (after ASKING when asking) without the guard: its
+ * reply. */
+static redisReply *unguarded(redisContext *c, bool asking, enum script_id id, ...)
+{
+    va_list ap;
+    /* Loaded first: the retry after NOSCRIPT would go without ASKING. */
+    const struct script *s = &script_table[id];
+    freeReplyObject(redisCommand(c, "SCRIPT LOAD %b", s->source, s->length));
+    lanes_set_guard(false);
+    if (asking)
+        freeReplyObject(redisCommand(c, "ASKING"));
+    va_start(ap, id);
+    redisReply *r = lanes_vcall(c, &fx_q, id, ap);
+    va_end(ap);
+    lanes_set_guard(true);
+    cr_assert_not_null(r);
+    return r;
+}
+
+/* MIGRATE keys (n of them) of the queue from node from to node to. */
+static void migrate(int from, int to, const char *const *keys, size_t n)
+{
+    char port[16];
+    const char *argv[16] = {"MIGRATE", "127.0.0.1", port, "", "0", "10000", "KEYS"};
+    cr_assert_leq(n, 9);
+    snprintf(port, sizeof(port), "%d", cf_cluster.node[to].port);
+    for (size_t i = 0; i < n; i++)
+        argv[7 + i] = keys[i];
+    redisContext *c = redis_cluster_connect(&cf_cluster, from);
+    cr_assert_not_null(c);
+    redisReply *r = redisCommandArgv(c, (int)(7 + n), argv, NULL);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS, "MIGRATE: %s",
+              r != NULL && r->str != NULL ? r->str : "?");
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+Test(cluster, no_script_runs_on_either_side_while_its_slot_is_migrated)
+{
+    /* A queue with every one of its ten keys: the one case where Redis
+     * would run a script on a migrating slot, since the call's declared
+     * keys are all there. The guard, declared too and never there, makes
+     * Redis refuse every script with TRYAGAIN on the old owner while any
+     * of the queue's keys is still on it, and on the new one (after ASK)
+     * until the slot is assigned: no script meets a row or lane half moved. */
+    struct cf_queue q[REDIS_CLUSTER_NODES_MAX];
+    cf_place_queues(q, 1);
+    cf_use(&q[0]);
+    int slot = redis_cluster_slot(q[0].name, strlen(q[0].name)), from = q[0].node;
+    int to = cf_other_master(from);
+    struct leased l;
+    cr_assert_eq(fx_enqueue_delayed("JOBmg1", "TENmgd", 0, 1), 1);
+    l = cf_claim_one(false, 600000);
+    redisReply *r = cf_call(SCRIPT_FAIL, l.job, l.lease, "x", "0", "1", NULL);
+    cr_assert_str_eq(r->str, "dead");
+    freeReplyObject(r);
+    cr_assert_eq(fx_enqueue("JOBmg2", "TENmga", "{}"), 1);
+    l = cf_claim_one(false, 600000);                       /* active, seq */
+    cr_assert_eq(fx_enqueue("JOBmg3", "TENmga", "{}"), 1); /* ring, its lane */
+    cr_assert_eq(fx_enqueue("JOBmg4", NULL, "{}"), 1);     /* pending */
+    cr_assert_eq(fx_enqueue_delayed("JOBmg5", "TENmgb", 3600000, 0), 1);
+    freeReplyObject(cf_call(SCRIPT_LIMIT, "TENmgb", "2", NULL));
+    freeReplyObject(cf_call(SCRIPT_PAUSE, "TENmgc", NULL));
+    for (int k = 0; k < KEY__COUNT; k++)
+        cr_assert_eq(cf_key_int("EXISTS", fx_q.names[k]), 1, "%s", keys_suffix[k]);
+    char *before = slot_dump(fx_conn, slot, false);
+    size_t lines = 0;
+    for (const char *p = before; (p = strchr(p, '\n')) != NULL; p++)
+        lines++;
+    cr_assert_gt(lines, KEY__COUNT, "the slot holds the ten keys and the jobs' rows");
+
+    /* MIGRATING, nothing moved yet: refused, though every key is there;
+     * without the guard a script runs. */
+    char from_id[48], to_id[48];
+    cr_assert_eq(redis_cluster_node_id(&cf_cluster, from, from_id), 0);
+    cr_assert_eq(redis_cluster_node_id(&cf_cluster, to, to_id), 0);
+    redisContext *t = redis_cluster_connect(&cf_cluster, to);
+    cr_assert_not_null(t);
+    freeReplyObject(redisCommand(t, "CLUSTER SETSLOT %d IMPORTING %s", slot, from_id));
+    freeReplyObject(redisCommand(fx_conn, "CLUSTER SETSLOT %d MIGRATING %s", slot, to_id));
+    expect_every_script(fx_conn, false, "TRYAGAIN");
+    r = unguarded(fx_conn, false, SCRIPT_DEPTH, "", NULL);
+    cr_assert_eq(r->type, REDIS_REPLY_INTEGER, "without the guard depth runs");
+    freeReplyObject(r);
+
+    /* A row gone ahead of the queue's keys (a batch of redis-cli's): a
+     * script that reaches it fails there, after what it wrote before
+     * (Redis does not roll a script back); with the guard it never runs. */
+    char row[KEYS_PREFIX_MAX + 16];
+    snprintf(row, sizeof(row), "%sjob:JOBmg3", fx_q.prefix);
+    const char *moved[] = {row};
+    migrate(from, to, moved, 1);
+    r = unguarded(fx_conn, false, SCRIPT_JOB, "JOBmg3", NULL);
+    cr_assert(r->type == REDIS_REPLY_ERROR && strstr(r->str, "non local key") != NULL,
+              "a script reaching a moved row: %s", r->str != NULL ? r->str : "it ran");
+    freeReplyObject(r);
+    expect_every_script(fx_conn, false, "TRYAGAIN");
+
+    /* Every key moved: the old owner says ASK; the new one, importing,
+     * would run a script (its declared keys are all there), but with the
+     * guard answers TRYAGAIN. */
+    for (;;) {
+        redisReply *rest = redisCommand(fx_conn, "CLUSTER GETKEYSINSLOT %d 9", slot);
+        cr_assert(rest != NULL && rest->type == REDIS_REPLY_ARRAY);
+        const char *names[9];
+        size_t n = rest->elements;
+        for (size_t i = 0; i < n; i++)
+            names[i] = rest->element[i]->str;
+        if (n > 0)
+            migrate(from, to, names, n);
+        freeReplyObject(rest);
+        if (n == 0)
+            break;
+    }
+    expect_every_script(fx_conn, false, "ASK ");
+    expect_every_script(t, true, "TRYAGAIN");
+    r = unguarded(t, true, SCRIPT_DEPTH, "", NULL);
+    cr_assert_eq(r->type, REDIS_REPLY_INTEGER,
+                 "without the guard depth runs on the importing node");
+    freeReplyObject(r);
+
+    /* Nothing changed: the keys arrived as they left. */
+    char *after = slot_dump(t, slot, true);
+    cr_assert_str_eq(after, before);
+    free(before);
+    free(after);
+    redisFree(t);
+
+    /* Assigned: the queue is served on its new owner. */
+    cf_slot_assign(slot, to);
+    q[0].node = to;
+    cf_use(&q[0]);
+    cr_assert_eq(cf_key_int("ZCARD", fx_q.names[KEY_DEAD]), 1);
+    cr_assert_eq(fx_enqueue("JOBmg6", "TENmga", "{}"), 1);
 }

@@ -165,8 +165,13 @@ bool emqd_log_has(const struct emqd_proc *p, const char *needle)
 
 int emqd_run(const char *args, char *out, size_t cap)
 {
+    return emqd_run_tool("EMQD", args, out, cap);
+}
+
+int emqd_run_tool(const char *env, const char *args, char *out, size_t cap)
+{
     char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "timeout %d %s %s 2>&1", wait_deadline_ms(0) / 1000, getenv("EMQD"),
+    snprintf(cmd, sizeof(cmd), "timeout %d %s %s 2>&1", wait_deadline_ms(0) / 1000, getenv(env),
              args);
     FILE *p = popen(cmd, "r");
     cr_assert_not_null(p);

@@ -44,6 +44,10 @@ int emqd_log_count(const struct emqd_proc *p, const char *needle);
  * stderr goes into out. For refusals: emqd must exit on its own. */
 int emqd_run(const char *args, char *out, size_t cap);
 
+/* The same for the program named by environment variable env ("EMQCTL"):
+ * its stdout and stderr go into out. */
+int emqd_run_tool(const char *env, const char *args, char *out, size_t cap);
+
 /* Write text to a new temporary file; its path goes into path (32 bytes). */
 void emqd_write_temp(char *path, const char *text);
 

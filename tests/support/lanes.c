@@ -10,11 +10,17 @@
 #define SHEBANG        "#!lua\n"
 
 static enum lanes_mode mode = LANES_SHIPPED;
+static bool guard;
 static unsigned long calls[SCRIPT__COUNT];
 
 void lanes_set_mode(enum lanes_mode m)
 {
     mode = m;
+}
+
+void lanes_set_guard(bool on)
+{
+    guard = on;
 }
 
 unsigned long lanes_calls(enum script_id id)
@@ -25,17 +31,19 @@ unsigned long lanes_calls(enum script_id id)
 static redisReply *run(redisContext *c, const char *verb, const char *body, size_t body_len,
                        const struct keys *k, int nargs, const char *const *args)
 {
-    const char *argv[LANES_ARGS_MAX + KEY__COUNT + 4];
-    size_t lens[LANES_ARGS_MAX + KEY__COUNT + 4];
+    const char *argv[LANES_ARGS_MAX + KEY__COUNT + 5];
+    size_t lens[LANES_ARGS_MAX + KEY__COUNT + 5];
     char nkeys[8];
     int n = 0;
 
-    snprintf(nkeys, sizeof(nkeys), "%d", KEY__COUNT);
+    snprintf(nkeys, sizeof(nkeys), "%d", KEY__COUNT + (guard ? 1 : 0));
     argv[n] = verb, lens[n++] = strlen(verb);
     argv[n] = body, lens[n++] = body_len;
     argv[n] = nkeys, lens[n++] = strlen(nkeys);
     for (int i = 0; i < KEY__COUNT; i++)
         argv[n] = k->names[i], lens[n++] = k->lens[i];
+    if (guard)
+        argv[n] = k->guard, lens[n++] = k->guard_len;
     argv[n] = k->prefix, lens[n++] = k->prefix_len;
     for (int i = 0; i < nargs && i < LANES_ARGS_MAX; i++)
         argv[n] = args[i], lens[n++] = strlen(args[i]);

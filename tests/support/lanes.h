@@ -4,6 +4,7 @@
 #define EMQ_TEST_LANES_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 
 #include <hiredis/hiredis.h>
 
@@ -32,6 +33,10 @@ redisReply *lanes_callv(redisContext *c, const struct keys *k, enum script_id id
  * mode lasts until changed (per test process). */
 enum lanes_mode { LANES_SHIPPED, LANES_STRICT };
 void lanes_set_mode(enum lanes_mode mode);
+
+/* Whether lanes_call declares the queue's guard key after its ten, as
+ * emqd does on a Redis Cluster (keys.h). Off until set (per process). */
+void lanes_set_guard(bool on);
 
 /* How many calls of script id this process has sent through lanes, so a
  * test can show that it ran every script. */

@@ -20,6 +20,9 @@
  * settle after it, before scaling (wait.h): hang guards, not speeds. */
 #define CREATE_MS 30000
 #define SETTLE_MS 30000
+/* How long one redis-cli --cluster reshard may take (the same kind of
+ * hang guard: it moves every key of its slots in batches). */
+#define RESHARD_MS 60000
 
 #define STR_(x) #x
 #define STR(x)  STR_(x)
@@ -53,45 +56,38 @@ static void cli_path(char *out, size_t cap)
     snprintf(out, cap, "redis-cli");
 }
 
-/* Put what redis-cli said into the test's log (it explains a failure). */
+/* Put what redis-cli said into the test's log (it explains a failure):
+ * the last 4 KiB, where it says why it stopped. */
 static void log_file(const char *path)
 {
     char text[4096];
     FILE *f = fopen(path, "r");
     if (f == NULL)
         return;
+    if (fseek(f, 0, SEEK_END) == 0 && ftell(f) > (long)sizeof(text) - 1)
+        fseek(f, -(long)(sizeof(text) - 1), SEEK_END);
+    else
+        rewind(f);
     size_t n = fread(text, 1, sizeof(text) - 1, f);
     fclose(f);
     text[n] = '\0';
     cr_log_error("%s:\n%s", path, text);
 }
 
-/* redis-cli --cluster create over every node; 0 once it exits 0. */
-static int create(struct redis_cluster *rc)
+/* Run redis-cli with argv (argv[0] is set here), its output to log; 0
+ * once it exits 0 within deadline_ms (scaled), else what it said goes to
+ * the test's log and -ETIMEDOUT or -EPROTO. */
+static int run_cli(const char **argv, const char *log, int deadline_ms)
 {
-    char cli[PATH_MAX], addr[REDIS_CLUSTER_NODES_MAX][32], reps[16], log[128];
-    const char *argv[REDIS_CLUSTER_NODES_MAX + 8];
-    int n = 0, status = 0;
+    char cli[PATH_MAX];
+    int status = 0;
 
     cli_path(cli, sizeof(cli));
-    snprintf(reps, sizeof(reps), "%d", rc->replicas);
-    snprintf(log, sizeof(log), "%s/cluster-create.log", rc->node[0].dir);
-    argv[n++] = cli;
-    argv[n++] = "--cluster";
-    argv[n++] = "create";
-    for (int i = 0; i < rc->n; i++) {
-        snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%d", rc->node[i].port);
-        argv[n++] = addr[i];
-    }
-    argv[n++] = "--cluster-replicas";
-    argv[n++] = reps;
-    argv[n++] = "--cluster-yes";
-    argv[n] = NULL;
-
+    argv[0] = cli;
     pid_t pid = test_spawn(argv, log);
     if (pid < 0)
         return pid;
-    if (!wait_for_ms(CREATE_MS, test_reaped(&pid, &status))) {
+    if (!wait_for_ms(deadline_ms, test_reaped(&pid, &status))) {
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         log_file(log);
@@ -102,6 +98,28 @@ static int create(struct redis_cluster *rc)
         return -EPROTO;
     }
     return 0;
+}
+
+/* redis-cli --cluster create over every node; 0 once it exits 0. */
+static int create(struct redis_cluster *rc)
+{
+    char addr[REDIS_CLUSTER_NODES_MAX][32], reps[16], log[128];
+    const char *argv[REDIS_CLUSTER_NODES_MAX + 8];
+    int n = 1; /* argv[0]: run_cli's */
+
+    snprintf(reps, sizeof(reps), "%d", rc->replicas);
+    snprintf(log, sizeof(log), "%s/cluster-create.log", rc->node[0].dir);
+    argv[n++] = "--cluster";
+    argv[n++] = "create";
+    for (int i = 0; i < rc->n; i++) {
+        snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%d", rc->node[i].port);
+        argv[n++] = addr[i];
+    }
+    argv[n++] = "--cluster-replicas";
+    argv[n++] = reps;
+    argv[n++] = "--cluster-yes";
+    argv[n] = NULL;
+    return run_cli(argv, log, CREATE_MS);
 }
 
 /* The integer after key in an INFO-style text ("k:v\r\n" lines); -1 if
@@ -352,4 +370,42 @@ redisContext *redis_cluster_connect(const struct redis_cluster *rc, int i)
 redisContext *redis_cluster_connect_tag(const struct redis_cluster *rc, const char *tag, size_t len)
 {
     return redis_cluster_connect(rc, redis_cluster_node_for_slot(rc, redis_cluster_slot(tag, len)));
+}
+
+int redis_cluster_node_id(const struct redis_cluster *rc, int i, char out[48])
+{
+    redisContext *c = redis_cluster_connect(rc, i);
+    redisReply *r = c != NULL ? redisCommand(c, "CLUSTER MYID") : NULL;
+    int err = r != NULL && r->type == REDIS_REPLY_STRING && r->len < 48 ? 0 : -EPROTO;
+    if (err == 0)
+        memcpy(out, r->str, r->len + 1);
+    freeReplyObject(r);
+    redisFree(c);
+    return err;
+}
+
+int redis_cluster_reshard(const struct redis_cluster *rc, int from, int to, int slots, int pipeline)
+{
+    char from_id[48], to_id[48], seed[32], nslots[16], npipe[16], log[128];
+    if (redis_cluster_node_id(rc, from, from_id) != 0 || redis_cluster_node_id(rc, to, to_id) != 0)
+        return -EPROTO;
+    snprintf(seed, sizeof(seed), "127.0.0.1:%d", rc->node[from].port);
+    snprintf(nslots, sizeof(nslots), "%d", slots);
+    snprintf(npipe, sizeof(npipe), "%d", pipeline);
+    snprintf(log, sizeof(log), "%s/cluster-reshard.log", rc->node[from].dir);
+    const char *argv[] = {NULL,
+                          "--cluster",
+                          "reshard",
+                          seed,
+                          "--cluster-from",
+                          from_id,
+                          "--cluster-to",
+                          to_id,
+                          "--cluster-slots",
+                          nslots,
+                          "--cluster-yes",
+                          "--cluster-pipeline",
+                          npipe,
+                          NULL};
+    return run_cli(argv, log, RESHARD_MS);
 }

@@ -66,4 +66,15 @@ redisContext *redis_cluster_connect(const struct redis_cluster *rc, int i);
 redisContext *redis_cluster_connect_tag(const struct redis_cluster *rc, const char *tag,
                                         size_t len);
 
+/* Node i's cluster id (CLUSTER MYID) into out; 0 or -EPROTO. */
+int redis_cluster_node_id(const struct redis_cluster *rc, int i, char out[48]);
+
+/* Move slots slots from master from to master to with `redis-cli
+ * --cluster reshard --cluster-pipeline pipeline --cluster-yes`: redis-cli
+ * takes from's lowest slots, sets each MIGRATING and IMPORTING, MIGRATEs
+ * its keys pipeline at a time and then assigns it. 0 once redis-cli exits
+ * 0; else what it said is in the test's log and -ETIMEDOUT or -EPROTO. */
+int redis_cluster_reshard(const struct redis_cluster *rc, int from, int to, int slots,
+                          int pipeline);
+
 #endif
