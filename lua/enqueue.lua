@@ -6,7 +6,9 @@
 --        parked and the job may be leased to it at once, see handoff()),
 --        8 tag (optional, with 7: the daemon's tag for this call, the
 --        lease's lease_by as for claim; see recover.lua)
--- Returns 1 (enqueued) or 0 (duplicate: a row exists, nothing changed), or
+-- Returns 1 (enqueued) or 0 (duplicate: a row exists, nothing changed),
+-- {-1, cap, from} (refused: the group's lane holds its cap of pending and
+-- delayed jobs, lib.lua cap_refuses; nothing was written), or
 -- when the job was handed off, {1, deadline, id, group, payload, attempt,
 -- token}: enqueued and already leased, the job fields as claim returns.
 -- Errors: EKIND (id not JOB-namespaced), EARG (malformed id or number),
@@ -53,6 +55,9 @@ if not delay or delay < 0 or not max or max < 0 or not hand or hand < 0 then
   return redis.error_reply('EARG delay_ms, max_attempts and lease_ms must be non-negative')
 end
 local row = row_key(id)
+-- A full lane refuses a new job, but not a duplicate: that writes nothing.
+local cap, cap_from = cap_refuses(g)
+if cap and call('EXISTS', row) == 0 then return {-1, cap, cap_from} end
 -- Every row has a state, so setting it only where there is none both
 -- refuses a duplicate and starts the row (one call instead of EXISTS + HSET).
 if call('HSETNX', row, 'state', delay > 0 and 'delayed' or 'pending') == 0 then return 0 end
@@ -60,7 +65,7 @@ local now = now_ms()
 call('HSET', row, 'group', g, 'payload', payload, 'attempts', '0',
      'max_attempts', int(max), 'created_ms', int(now))
 if delay > 0 then
-  call('ZADD', K_DELAYED, int(now + delay), id)
+  to_delayed(id, g, int(now + delay))
   if g ~= '' then call('SADD', K_GROUPS, g) end
   return 1
 end

@@ -15,7 +15,9 @@
 --                     apply to every group without a setting of its own
 --                     (read lazily, in the same HMGET as the group's own
 --                     setting: a default costs no pass over the groups
---                     and no extra call per job). Group ids start with
+--                     and no extra call per job); c:G -> G's cap (the
+--                     most pending + delayed jobs its lane admits),
+--                     d:cap -> the queue-wide default cap. Group ids start with
 --                     three capitals and hold no ':', so no group can
 --                     name the other fields.
 --   3 paused    set   paused groups
@@ -27,7 +29,10 @@
 --   9 seq       string  the lease-token counter
 --  10 groups    set   every group whose lane may be non-empty (a superset)
 -- Per group G (built from the prefix): g:<G>:pending, the lane (zset, score
--- 0, mint order), and g:<G>:active, G's leases (zset, score = deadline).
+-- 0, mint order), g:<G>:active, G's leases (zset, score = deadline), and
+-- g:<G>:delayed, G's delayed jobs (zset, score = due time, the same as in
+-- delayed): the lane's share of the delayed set, kept so that the cap rule
+-- can count what a lane holds in O(1) (see cap_refuses).
 -- Also built from the prefix: throttled (zset), the lanes off the ring
 -- only for their rate -> when they may be leased again (the due-time
 -- index promote.lua empties, as it does delayed).
@@ -72,6 +77,7 @@ local function int(n) return string.format('%d', n) end
 local function row_key(id) return PFX .. 'job:' .. id end
 local function lane_key(g) return PFX .. 'g:' .. g .. ':pending' end
 local function lane_active_key(g) return PFX .. 'g:' .. g .. ':active' end
+local function lane_delayed_key(g) return PFX .. 'g:' .. g .. ':delayed' end
 
 -- Wake parked consumers: a bounded token list for BLPOP-style waiters and a
 -- sharded publish (its channel is in the queue's slot) so every daemon
@@ -364,6 +370,38 @@ local function give_back(id, g, now, reason)
     call('HINCRBY', row, 'attempts', -1)
   end
   return requeue(id, g, reason, now)
+end
+
+-- A job of group g ('' = flat) enters the delayed set, due at due (ms,
+-- int() text), or leaves it. Every move into or out of delayed goes
+-- through these two, so g's delayed index holds exactly g's delayed jobs
+-- (ARCHITECTURE invariant 8) and the cap rule can count them with ZCARD.
+local function to_delayed(id, g, due)
+  call('ZADD', K_DELAYED, due, id)
+  if g ~= '' then call('ZADD', lane_delayed_key(g), due, id) end
+end
+
+local function off_delayed(id, g)
+  call('ZREM', K_DELAYED, id)
+  if g ~= '' then call('ZREM', lane_delayed_key(g), id) end
+end
+
+-- The cap rule (bounded lanes): an enqueue into lane g is refused when g
+-- already holds its cap of pending + delayed jobs (its own c:G, else the
+-- queue's d:cap). Returns nil (admit) or, refused, the cap and where it
+-- comes from ('group' or 'queue'). An uncapped lane costs one HMGET,
+-- with or without other settings (an EXISTS first would be a second call
+-- whenever the queue has any); a capped lane, two ZCARDs more. Flat jobs
+-- have no lane and no cap. Only admission is bounded: a retry, a
+-- promotion, a release or a reassign moves a job already admitted and is
+-- never refused.
+local function cap_refuses(g)
+  if g == '' or any_limit == false then return nil end
+  local f = call('HMGET', K_GLIMIT, 'c:' .. g, 'd:cap')
+  local cap = tonumber(f[1] or f[2] or '')
+  if not cap then return nil end
+  if call('ZCARD', lane_key(g)) + call('ZCARD', lane_delayed_key(g)) < cap then return nil end
+  return cap, f[1] and 'group' or 'queue'
 end
 
 local function valid_group(g)

@@ -22,8 +22,18 @@ struct store_enqueue_args {
     uint64_t handoff_ms;
 };
 
+/* Where a refusing cap comes from (lua/lib.lua cap_refuses). */
+enum store_cap_from {
+    STORE_CAP_GROUP, /* the group's own cap */
+    STORE_CAP_QUEUE, /* the queue-wide default */
+};
+
 struct store_enqueued {
-    bool enqueued;      /* false: a duplicate id, nothing changed */
+    bool enqueued; /* false: a duplicate id, or refused (cap > 0); nothing changed */
+    /* > 0: refused, nothing written: the job's lane holds this cap of
+     * pending and delayed jobs (lua/cap.lua), which comes from cap_from. */
+    long long cap;
+    enum store_cap_from cap_from;
     bool handed_off;    /* enqueued and leased at once: job and deadline are set */
     long long deadline; /* the lease's deadline, ms on the Redis clock */
     struct store_job job;

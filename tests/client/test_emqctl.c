@@ -694,7 +694,8 @@ Test(emqctl, levers_change_the_queue)
     char *gd = json_dumps(g, JSON_COMPACT);
     assert_has(gd, "{\"group\":\"TENa\",\"depth\":2,\"active\":0,\"limit\":3,"
                    "\"limit_from\":\"group\",\"paused\":false,\"weight\":1,\"weight_from\":null,"
-                   "\"rate\":null,\"rate_from\":null,\"throttled\":false}");
+                   "\"rate\":null,\"rate_from\":null,\"throttled\":false,\"delayed\":0,"
+                   "\"cap\":null,\"cap_from\":null}");
     free(gd);
     json_decref(g);
     r = CTL("limit", "q", "TENa", "none");
@@ -741,8 +742,8 @@ Test(emqctl, levers_change_the_queue)
     run_free(&r);
     g = OK(c, "{\"op\":\"stats\",\"queue\":\"q\"}");
     gd = json_dumps(g, JSON_COMPACT);
-    assert_has(gd,
-               "\"defaults\":{\"limit\":7,\"weight\":null,\"rate\":{\"max\":3,\"per_ms\":500}}");
+    assert_has(gd, "\"defaults\":{\"limit\":7,\"weight\":null,\"rate\":{\"max\":3,\"per_ms\":500},"
+                   "\"cap\":null}");
     free(gd);
     json_decref(g);
     r = CTL("groups", "q");
@@ -759,7 +760,7 @@ Test(emqctl, levers_change_the_queue)
     run_free(&r);
     g = OK(c, "{\"op\":\"stats\",\"queue\":\"q\"}");
     gd = json_dumps(g, JSON_COMPACT);
-    assert_has(gd, "\"defaults\":{\"limit\":null,\"weight\":null,\"rate\":null}");
+    assert_has(gd, "\"defaults\":{\"limit\":null,\"weight\":null,\"rate\":null,\"cap\":null}");
     free(gd);
     json_decref(g);
     r = CTL("--json", "weight", "q", "TENa", "0");

@@ -236,13 +236,13 @@ test('defaults: limit and weight without a group apply to groups without their o
   await c.limit(q, 'TENb', 2);
   await c.weight(q, undefined, 2);
   await assert.rejects(c.weight(q, null, 0), (e) => e instanceof ArgumentError);
-  assert.deepEqual((await c.stats(q)).defaults, { limit: 1, weight: 2, rate: null });
+  assert.deepEqual((await c.stats(q)).defaults, { limit: 1, weight: 2, rate: null, cap: null });
   const from = (await c.groups(q)).groups.map((g) => [g.group, g.limit, g.limit_from, g.weight_from]).sort();
   assert.deepEqual(from, [['TENa', 1, 'queue', 'queue'], ['TENb', 2, 'group', 'queue']]);
   assert.deepEqual((await c.claim(q, { count: 6 })).map((j) => j.id), ['JOBTENa0', 'JOBTENb0', 'JOBTENb1']);
   await c.limit(q, null, null);
   await c.weight(q, null, null);
-  assert.deepEqual((await c.stats(q)).defaults, { limit: null, weight: null, rate: null });
+  assert.deepEqual((await c.stats(q)).defaults, { limit: null, weight: null, rate: null, cap: null });
   assert.deepEqual(await c.check(q), []);
 });
 

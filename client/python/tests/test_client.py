@@ -241,13 +241,13 @@ def test_defaults_apply_to_groups_without_their_own(client: Client, other: Clien
     client.weight(queue, None, 2)
     with pytest.raises(echomq.ArgumentError):
         client.weight(queue, None, 0)
-    assert client.stats(queue).defaults == {"limit": 1, "weight": 2, "rate": None}
+    assert client.stats(queue).defaults == {"limit": 1, "weight": 2, "rate": None, "cap": None}
     got = sorted((g.group, g.limit, g.limit_from, g.weight_from) for g in other.groups(queue).groups)
     assert got == [("TENa", 1, "queue", "queue"), ("TENb", 2, "group", "queue")]
     assert [j.group for j in client.claim(queue, 6)] == ["TENa", "TENb", "TENb"]
     client.limit(queue, None, None)
     client.weight(queue, None, None)
-    assert client.stats(queue).defaults == {"limit": None, "weight": None, "rate": None}
+    assert client.stats(queue).defaults == {"limit": None, "weight": None, "rate": None, "cap": None}
     assert client.check(queue) == []
 
 
