@@ -251,6 +251,25 @@ def test_defaults_apply_to_groups_without_their_own(client: Client, other: Clien
     assert client.check(queue) == []
 
 
+def test_cap_refuses_a_full_lane_with_full_error(client: Client, other: Client, queue: str) -> None:
+    assert client.cap(queue, "TENa", 2) is None
+    client.enqueue(queue, 1, group="TENa")
+    client.enqueue(queue, 2, group="TENa", delay_ms=60000)
+    with pytest.raises(echomq.FullError) as e:
+        client.enqueue(queue, 3, group="TENa", job="JOBfull")
+    assert (e.value.cap, e.value.group, e.value.job) == (2, "TENa", "JOBfull")
+    with pytest.raises(echomq.ArgumentError):
+        client.cap(queue, "TENa", 0)
+    client.cap(queue, None, 5)
+    assert client.stats(queue).defaults["cap"] == 5
+    info = {g.group: g for g in other.groups(queue).groups}
+    assert (info["TENa"].cap, info["TENa"].cap_from, info["TENa"].depth, info["TENa"].delayed) == (2, "group", 1, 1)
+    client.cap(queue, "TENa", None)
+    client.cap(queue, None, None)
+    assert client.enqueue(queue, 3, group="TENa", job="JOBfull").job == "JOBfull"
+    assert client.check(queue) == []
+
+
 def test_reap_recovers_an_expired_lease(client: Client, other: Client, queue: str) -> None:
     job = client.enqueue(queue, 1, group="TENa").job
     client.claim(queue, lease_ms=1)
