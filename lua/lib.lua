@@ -389,14 +389,18 @@ end
 -- The cap rule (bounded lanes): an enqueue into lane g is refused when g
 -- already holds its cap of pending + delayed jobs (its own c:G, else the
 -- queue's d:cap). Returns nil (admit) or, refused, the cap and where it
--- comes from ('group' or 'queue'). An uncapped lane costs one HMGET,
--- with or without other settings (an EXISTS first would be a second call
--- whenever the queue has any); a capped lane, two ZCARDs more. Flat jobs
--- have no lane and no cap. Only admission is bounded: a retry, a
--- promotion, a release or a reassign moves a job already admitted and is
--- never refused.
+-- comes from ('group' or 'queue'). Whether the queue has any lane
+-- setting at all is the EXISTS memo the other settings share (any_limit):
+-- read once per script call, so a queue with no setting pays one EXISTS
+-- per call, however many jobs the call admits, and to_backlog's settings
+-- then reuse it. A queue with settings pays one HMGET per job for the
+-- cap; a capped lane, two ZCARDs more. Flat jobs have no lane and no cap.
+-- Only admission is bounded: a retry, a promotion, a release or a
+-- reassign moves a job already admitted and is never refused.
 local function cap_refuses(g)
-  if g == '' or any_limit == false then return nil end
+  if g == '' then return nil end
+  if any_limit == nil then any_limit = call('EXISTS', K_GLIMIT) == 1 end
+  if not any_limit then return nil end
   local f = call('HMGET', K_GLIMIT, 'c:' .. g, 'd:cap')
   local cap = tonumber(f[1] or f[2] or '')
   if not cap then return nil end

@@ -186,6 +186,28 @@ LANE_TEST(cap, moves_of_admitted_jobs_are_never_refused)
     cr_assert_eq(enq("JOBa3", "TENa", 0, NULL, 0), -1);
 }
 
+/* The cap is judged before a hand-off: an empty lane holding its cap in
+ * delayed jobs refuses a job even with a consumer waiting for it. */
+LANE_TEST(cap, a_hand_off_is_refused_by_a_full_lane_too)
+{
+    cr_assert_eq(fx_int(SCRIPT_CAP, "TENh", "1", NULL), 1);
+    cr_assert_eq(enq("JOBd1", "TENh", 60000, NULL, 0), 1);
+    redisReply *r =
+        lanes_call(fx_conn, &fx_q, SCRIPT_ENQUEUE, "JOBh1", "TENh", "{}", "0", "0", "30000", NULL);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+                  r->element[0]->integer == -1,
+              "refused, not handed off");
+    freeReplyObject(r);
+    cr_assert_eq(redis_int(fx_conn, "ZCARD %s", fx_q.names[KEY_ACTIVE]), 0, "nothing leased");
+    cr_assert_eq(fx_int(SCRIPT_CAP, "TENh", "2", NULL), 1);
+    r = lanes_call(fx_conn, &fx_q, SCRIPT_ENQUEUE, "JOBh1", "TENh", "{}", "0", "0", "30000", NULL);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 7 &&
+                  r->element[0]->integer == 1,
+              "under its cap, handed off");
+    freeReplyObject(r);
+    cr_assert_eq(held("TENh"), 1, "the delayed job; the handed-off one is active");
+}
+
 LANE_TEST(cap, a_default_cap_applies_where_the_group_has_none)
 {
     char from[16];
