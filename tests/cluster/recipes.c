@@ -539,7 +539,7 @@ static void r_stats(void)
 }
 
 cluster_recipe *const cluster_recipes[SCRIPT__COUNT] = {
-    [SCRIPT_CAP] = r_cap, // bounded lanes
+    [SCRIPT_CAP] = r_cap, /* bounded lanes */
     [SCRIPT_CHECK] = r_check,
     [SCRIPT_CLAIM] = r_claim,
     [SCRIPT_CLAIM_FLAT] = r_claim_flat,
