@@ -305,6 +305,12 @@ int emq_weight(struct emq *c, const char *queue, const char *group, int weight);
  * per_ms 1..86400000); max 0 removes it (protocol 5.27, 6.13). */
 int emq_rate(struct emq *c, const char *queue, const char *group, int max, long long per_ms);
 
+/* Set one group's cap: at most max_pending pending + delayed jobs in its
+ * lane (1..1000000000); 0 removes it; group NULL sets the queue default
+ * (protocol 5.32, 6.15). An enqueue into a full lane then fails with
+ * EMQ_EFULL, whose message names the group and the cap. */
+int emq_cap(struct emq *c, const char *queue, const char *group, long long max_pending);
+
 /* Pause / resume one group (5.13, 5.14). *changed (may be NULL): whether
  * the group's paused flag changed. */
 int emq_pause(struct emq *c, const char *queue, const char *group, bool *changed);
@@ -333,12 +339,13 @@ struct emq_stats {
     long long flat;   /* pending in the flat set */
     /* The queue-wide defaults (6.14); 0: none. */
     long long def_limit, def_weight, def_rate_max, def_rate_per_ms;
+    long long def_cap; /* the default cap (6.15); 0: none */
 };
 int emq_stats(struct emq *c, const char *queue, struct emq_stats *stats);
 
 /* Where a group's applying setting comes from (5.20). */
 enum emq_from {
-    EMQ_FROM_NONE,  /* neither: no ceiling, weight 1, no rate */
+    EMQ_FROM_NONE,  /* neither: no ceiling, weight 1, no rate, no cap */
     EMQ_FROM_GROUP, /* the group's own */
     EMQ_FROM_QUEUE, /* the queue-wide default */
 };
@@ -354,6 +361,9 @@ struct emq_group_info {
     bool paused;
     bool throttled; /* off the ring until its rate allows a lease */
     enum emq_from limit_from, weight_from, rate_from;
+    long long delayed;      /* delayed jobs: with depth, what the cap counts */
+    long long cap;          /* the cap that applies (6.15); 0: none */
+    enum emq_from cap_from; /* where it comes from */
 };
 
 /* One page of the group registry (5.20). cursor NULL or "0" starts; count

@@ -67,6 +67,15 @@ int emq_weight(struct emq *c, const char *queue, const char *group, int weight)
     return set_group(c, "weight", "weight", queue, group, weight);
 }
 
+int emq_cap(struct emq *c, const char *queue, const char *group, long long max_pending)
+{
+    json_t *req = group_req("cap", queue, group);
+    if (req != NULL)
+        json_object_set_new(req, "max_pending",
+                            max_pending == 0 ? json_null() : json_integer(max_pending));
+    return emq_call(c, req, NULL, 0);
+}
+
 int emq_rate(struct emq *c, const char *queue, const char *group, int max, long long per_ms)
 {
     json_t *req = group_req("rate", queue, group);
@@ -167,6 +176,7 @@ int emq_stats(struct emq *c, const char *queue, struct emq_stats *stats)
     s.def_weight = json_integer_value(json_object_get(d, "weight"));
     s.def_rate_max = json_integer_value(json_object_get(rate, "max"));
     s.def_rate_per_ms = json_integer_value(json_object_get(rate, "per_ms"));
+    s.def_cap = json_integer_value(json_object_get(d, "cap"));
     if (rc == EMQ_OK)
         *stats = s;
     json_decref(reply);
@@ -210,6 +220,9 @@ static bool read_group(const json_t *o, struct emq_group_info *g)
     g->limit_from = from_of(o, "limit_from");
     g->weight_from = from_of(o, "weight_from");
     g->rate_from = from_of(o, "rate_from");
+    g->delayed = json_integer_value(json_object_get(o, "delayed"));
+    g->cap = json_integer_value(json_object_get(o, "cap")); /* 0 for null or absent */
+    g->cap_from = from_of(o, "cap_from");
     return true;
 }
 

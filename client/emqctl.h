@@ -125,4 +125,10 @@ int ctl_scan(struct ctl *ctl, const struct ctl_scan *scan, const char *queue);
 /* Parse a decimal integer in [min, max]; 0 or -EINVAL. */
 int ctl_parse_int(const char *s, long long min, long long max, long long *out);
 
+/* Mark a cell whose value comes from the queue default with " (q)": when
+ * group entry g's key (limit_from, weight_from, rate_from, cap_from) is
+ * "queue", *cell is copied into buf (32 bytes), marked, and pointed at it
+ * (emqctl_cmd.c; groups and top). */
+void cmd_mark_default(const json_t *g, const char *key, char *buf, const char **cell);
+
 #endif

@@ -80,6 +80,20 @@ static const char *cmd_rate_cell(const json_t *g, char buf[32])
     return buf;
 }
 
+/* A value that comes from the queue default is marked "(q)": cell *cell,
+ * rewritten into buf (32 bytes) when it is the group's key field's
+ * "queue". Shared by groups and top. */
+void cmd_mark_default(const json_t *g, const char *key, char *buf, const char **cell)
+{
+    const char *f = json_string_value(json_object_get(g, key));
+    if (f == NULL || strcmp(f, "queue") != 0)
+        return;
+    if (buf != *cell)
+        snprintf(buf, 32, "%s", *cell);
+    snprintf(buf + strlen(buf), 32 - strlen(buf), " (q)");
+    *cell = buf;
+}
+
 /* The cells of one group entry of a `groups` page (bufs: 32 bytes each);
  * true when the row is highlighted (paused). A daemon from before weights
  * sends none: every group has 1. */
@@ -94,19 +108,12 @@ static bool cmd_group_cells(const json_t *g, char bufs[][32], const char **cells
     cells[3] = json_is_integer(limit) ? fmt_num(bufs[2], json_integer_value(limit)) : "-";
     cells[4] = fmt_num(bufs[3], json_is_integer(weight) ? json_integer_value(weight) : 1);
     cells[5] = cmd_rate_cell(g, bufs[4]);
-    /* A value that comes from the queue default is marked "(q)". */
-    const char *from[] = {"limit_from", "weight_from", "rate_from"};
-    for (int i = 0; i < 3; i++) {
-        const char *f = json_string_value(json_object_get(g, from[i]));
-        if (f == NULL || strcmp(f, "queue") != 0)
-            continue;
-        char *buf = bufs[2 + i];
-        if (buf != cells[3 + i])
-            snprintf(buf, 32, "%s", cells[3 + i]);
-        snprintf(buf + strlen(buf), 32 - strlen(buf), " (q)");
-        cells[3 + i] = buf;
-    }
-    cells[6] = json_is_true(json_object_get(g, "paused")) ? "yes" : "no";
+    const json_t *cap = json_object_get(g, "cap");
+    cells[6] = json_is_integer(cap) ? fmt_num(bufs[5], json_integer_value(cap)) : "-";
+    const char *from[] = {"limit_from", "weight_from", "rate_from", "cap_from"};
+    for (int i = 0; i < 4; i++)
+        cmd_mark_default(g, from[i], bufs[2 + i], &cells[3 + i]);
+    cells[7] = json_is_true(json_object_get(g, "paused")) ? "yes" : "no";
     return json_is_true(json_object_get(g, "paused"));
 }
 
@@ -171,10 +178,10 @@ int ctl_scan(struct ctl *ctl, const struct ctl_scan *scan, const char *queue)
 static int cmd_groups(struct ctl *ctl)
 {
     static const struct table_col cols[] = {
-        {"GROUP", false}, {"DEPTH", true}, {"ACTIVE", true},  {"LIMIT", true},
-        {"WEIGHT", true}, {"RATE", true},  {"PAUSED", false},
+        {"GROUP", false}, {"DEPTH", true}, {"ACTIVE", true}, {"LIMIT", true},
+        {"WEIGHT", true}, {"RATE", true},  {"CAP", true},    {"PAUSED", false},
     };
-    static const struct ctl_scan scan = {"groups", "groups", cols, 7, 100, 10000, cmd_group_cells};
+    static const struct ctl_scan scan = {"groups", "groups", cols, 8, 100, 10000, cmd_group_cells};
     return ctl_scan(ctl, &scan, QUEUE(ctl));
 }
 
@@ -192,7 +199,7 @@ static int cmd_depth(struct ctl *ctl)
     return rc;
 }
 
-/* limit, weight and rate take QUEUE [GROUP] VALUE: without GROUP they set
+/* limit, weight, rate and cap take QUEUE [GROUP] VALUE: without GROUP they set
  * the queue-wide default (a group id never looks like a value). The group
  * to name in the request (NULL: the default), and who the output is about. */
 static const char *setting_group(const struct ctl *ctl)
@@ -214,7 +221,7 @@ static json_t *setting_req(const struct ctl *ctl, const char *op)
     return req;
 }
 
-/* limit and weight: [GROUP] N|none; none (or 0) removes the setting. */
+/* limit, weight and cap: [GROUP] N|none; none (or 0) removes the setting. */
 static int cmd_setting(struct ctl *ctl, const char *op, const char *arg, long long lo, long long hi,
                        const char *none_text)
 {
@@ -241,6 +248,12 @@ static int cmd_setting(struct ctl *ctl, const char *op, const char *arg, long lo
 static int cmd_limit(struct ctl *ctl)
 {
     return cmd_setting(ctl, "limit", "max", 0, 1000000, "no limit");
+}
+
+static int cmd_cap(struct ctl *ctl)
+{
+    return cmd_setting(ctl, "cap", "max_pending", 0, 1000000000,
+                       setting_group(ctl) ? "no cap of its own" : "no default cap");
 }
 
 static int cmd_weight(struct ctl *ctl)
@@ -573,7 +586,7 @@ static int cmd_check(struct ctl *ctl)
     return rc;
 }
 
-/* The defaults' note, shared by limit, weight and rate. */
+/* The defaults' note, shared by limit, weight, rate and cap. */
 #define SETTING_HELP                                                                               \
     "Without GROUP, sets the queue-wide default, which applies to every group\n"                   \
     "without a setting of its own; a group's own wins. groups marks a value\n"                     \
@@ -583,7 +596,7 @@ const struct ctl_cmd ctl_cmd_table[] = {
     {"ping", "", "check that emqd answers (prints pong)", NULL, 0, 0, 0, false, cmd_ping},
     {"stats", "QUEUE", "queue-wide totals: pending, active, delayed, dead, groups...", NULL, 1, 1,
      0, false, cmd_stats},
-    {"groups", "QUEUE", "the groups table: depth, active, limit, weight, rate, paused",
+    {"groups", "QUEUE", "the groups table: depth, active, limit, weight, rate, cap, paused",
      "Fetches the group registry page by page and prints each page as it comes.\n"
      "Under --json, prints each page's reply as one line.\n",
      1, 1, CTL_F(CTL_O_LIMIT) | CTL_F(CTL_O_PAGE), false, cmd_groups},
@@ -598,6 +611,10 @@ const struct ctl_cmd ctl_cmd_table[] = {
     {"rate", "QUEUE [GROUP] N/PER_MS|none",
      "hold a group to at most N leases per PER_MS ms, or set the queue default (none removes it)",
      SETTING_HELP, 2, 3, 0, false, cmd_rate},
+    {"cap", "QUEUE [GROUP] N|none",
+     "bound a group's lane to N pending + delayed jobs (enqueues beyond are refused EFULL), or "
+     "set the queue default (none removes it)",
+     SETTING_HELP, 2, 3, 0, false, cmd_cap},
     {"pause", "QUEUE GROUP", "stop serving a group (its jobs stay)", NULL, 2, 2, 0, false,
      cmd_pause},
     {"resume", "QUEUE GROUP", "serve a paused group again", NULL, 2, 2, 0, false, cmd_resume},

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#define TABLE_MAX_COLS 8
+#define TABLE_MAX_COLS 10
 
 /* One column: its title and whether its cells are right-aligned (numbers). */
 struct table_col {

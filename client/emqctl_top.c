@@ -28,9 +28,10 @@
 
 /* One group as one snapshot saw it. */
 struct top_group {
-    const char *name; /* points into the snapshot's groups JSON */
-    long long depth, active, limit, weight;
-    long long rate_max, rate_per_ms; /* -1: no rate */
+    const char *name;    /* points into the snapshot's groups JSON */
+    const json_t *entry; /* its entry there: where each setting comes from */
+    long long depth, active, limit, weight, cap; /* cap -1: none */
+    long long rate_max, rate_per_ms;             /* -1: no rate */
     bool paused, throttled;
     double rate; /* depth change per second; NAN without a previous snapshot */
 };
@@ -177,6 +178,9 @@ static int top_index(struct top_snap *s, const struct top_snap *prev)
         g->rate_max = json_is_object(rate) ? json_integer_value(json_object_get(rate, "max")) : -1;
         g->rate_per_ms = json_integer_value(json_object_get(rate, "per_ms"));
         g->throttled = json_is_true(json_object_get(e, "throttled"));
+        const json_t *cap = json_object_get(e, "cap");
+        g->cap = json_is_integer(cap) ? json_integer_value(cap) : -1;
+        g->entry = e;
     }
     qsort(s->g, s->n, sizeof(*s->g), top_by_name);
     double dt = prev->stats != NULL ? s->t - prev->t : 0;
@@ -236,15 +240,17 @@ static void top_totals(FILE *out, const struct ctl *ctl, const struct top_snap *
 }
 
 static const struct table_col top_cols[] = {
-    {"GROUP", false}, {"DEPTH", true},  {"RATE", true},   {"ACTIVE", true},
-    {"LIMIT", true},  {"WEIGHT", true}, {"LEASES", true}, {"PAUSED", false},
+    {"GROUP", false}, {"DEPTH", true},  {"RATE", true}, {"ACTIVE", true},  {"LIMIT", true},
+    {"WEIGHT", true}, {"LEASES", true}, {"CAP", true},  {"PAUSED", false},
 };
+#define TOP_COLS (sizeof(top_cols) / sizeof(top_cols[0]))
 
-/* bufs holds 5 x 32 bytes, lim 64 (the rate limit: "5/1000ms", and
+/* bufs holds 6 x 32 bytes, lim 64 (the rate limit: "5/1000ms", and
  * " held" while the group is off the ring for it). RATE is the depth's
- * rate of change; LEASES the group's rate limit. */
-static void top_cells(const struct top_group *g, char bufs[5][32], char lim[64],
-                      const char *cells[8])
+ * rate of change; LEASES the group's rate limit. A LIMIT, WEIGHT, LEASES
+ * or CAP from the queue default is marked "(q)", as groups marks it. */
+static void top_cells(const struct top_group *g, char bufs[6][32], char lim[64],
+                      const char *cells[TOP_COLS])
 {
     cells[0] = g->name;
     cells[1] = fmt_num(bufs[0], g->depth);
@@ -256,7 +262,14 @@ static void top_cells(const struct top_group *g, char bufs[5][32], char lim[64],
         snprintf(lim, 64, "%lld/%lldms%s", g->rate_max, g->rate_per_ms,
                  g->throttled ? " held" : "");
     cells[6] = g->rate_max < 0 ? "-" : lim;
-    cells[7] = g->paused ? "yes" : "no";
+    cells[7] = g->cap < 0 ? "-" : fmt_num(bufs[5], g->cap);
+    cells[8] = g->paused ? "yes" : "no";
+    if (g->entry == NULL)
+        return;
+    cmd_mark_default(g->entry, "limit_from", bufs[3], &cells[4]);
+    cmd_mark_default(g->entry, "weight_from", bufs[4], &cells[5]);
+    cmd_mark_default(g->entry, "rate_from", lim, &cells[6]);
+    cmd_mark_default(g->entry, "cap_from", bufs[5], &cells[7]);
 }
 
 /* The groups table, largest first, at most rows lines of groups. */
@@ -270,9 +283,9 @@ static void top_table(FILE *out, const struct ctl *ctl, const struct top_snap *s
     qsort(order, s->n, sizeof(*order), top_by_size);
     size_t shown = s->n < rows ? s->n : rows;
     struct table t;
-    char bufs[5][32], lim[64];
-    const char *cells[8];
-    table_init(&t, top_cols, 8, ctl->color, out);
+    char bufs[6][32], lim[64];
+    const char *cells[TOP_COLS];
+    table_init(&t, top_cols, TOP_COLS, ctl->color, out);
     for (size_t i = 0; i < shown; i++) {
         top_cells(order[i], bufs, lim, cells);
         table_fit(&t, cells);

@@ -24,7 +24,8 @@
 --           7); no list. Names every registered group, and the paused,
 --           limited or weighted groups that are not registered.
 --   groups  a list of groups: each one's registration, and every member of
---           its lane and of its lease index against its row. Names the
+--           its lane, of its lease index and of its delayed index against
+--           its row. Names the
 --           ones that are serviceable.
 --   ring    the ring, one page from the cursor on: each lane must be
 --           serviceable. Names the page's lanes; the cursor carries the
@@ -68,14 +69,16 @@ local function member(set, id, want, wg)
   against(set, id, state, group, want, wg)
 end
 
--- A member of g's lease index must be an active row of g: with the rows
--- step (every active row of g is in it), the index is exactly g's active
--- jobs, so gactive[g] counts them (invariant 3).
-local function leased(g, id)
+-- A member of one of g's indexes of rows in state want ('active': the
+-- lease index, named gactive; 'delayed': the delayed index, gdelayed)
+-- must be a row of g in that state. With the rows step (every such row of
+-- g is in its index), each index is exactly g's jobs in that state, so
+-- gactive[g] counts them (invariant 3) and the cap rule does (invariant 8).
+local function indexed(want, g, id)
   local state, group = row_of(id)
-  local pre = 'gactive: ' .. g .. ' holds ' .. id .. ', which '
+  local pre = 'g' .. want .. ': ' .. g .. ' holds ' .. id .. ', which '
   if not state then return bad(pre .. 'has no job row') end
-  if state ~= 'active' then bad(pre .. 'is ' .. state .. ', not active') end
+  if state ~= want then bad(pre .. 'is ' .. state .. ', not ' .. want) end
   if group ~= g then bad(pre .. 'belongs to ' .. who(group)) end
 end
 
@@ -115,6 +118,9 @@ local function row(id)
   if state == 'active' and g ~= '' and not call('ZSCORE', lane_active_key(g), id) then
     bad('gactive: ' .. g .. ' does not hold ' .. id .. ', one of its active jobs')
   end
+  if state == 'delayed' and g ~= '' and not call('ZSCORE', lane_delayed_key(g), id) then
+    bad('gdelayed: ' .. g .. ' does not hold ' .. id .. ', one of its delayed jobs')
+  end
 end
 
 local registered = {}
@@ -135,8 +141,8 @@ local function group(g)
   if where == 'wait' then bad('throttled: ' .. g .. ' is held by its rate but has no due time') end
 end
 
--- One field of glimit (lib.lua: G, w:G, r:G, t:G, weighted, turn, the
--- defaults d:limit, d:weight, d:rate) and its value:
+-- One field of glimit (lib.lua: G, w:G, r:G, t:G, c:G, weighted, turn,
+-- the defaults d:limit, d:weight, d:rate, d:cap) and its value:
 -- returns the group it is about, if any.
 local function setting(field, value)
   local num = tonumber(value)
@@ -164,15 +170,23 @@ local function setting(field, value)
     if not spacing_of(value) then bad('glimit: the default rate is "' .. value .. '"') end
     return nil
   end
-  if field == 'd:limit' then
+  if field == 'd:limit' or field == 'd:cap' then
+    local what = field == 'd:cap' and 'cap' or 'ceiling'
     if not (int_ok and num >= 1) then
-      bad('glimit: the default ceiling is "' .. value .. '", not a positive integer')
+      bad('glimit: the default ' .. what .. ' is "' .. value .. '", not a positive integer')
     end
     return nil
   end
   g = string.match(field, '^r:(.+)$')
   if g then
     if not spacing_of(value) then bad('glimit: the rate of ' .. g .. ' is "' .. value .. '"') end
+    return g
+  end
+  g = string.match(field, '^c:(.+)$')
+  if g then
+    if not (int_ok and num >= 1) then
+      bad('glimit: the cap of ' .. g .. ' is "' .. value .. '", not a positive integer')
+    end
     return g
   end
   g = string.match(field, '^t:(.+)$')
@@ -294,7 +308,7 @@ end
 
 if step == 'groups' then
   -- cursor: which group of the list (1...), part (0 its own checks, 1 its
-  -- lane, 2 its lease index), index in that part. A group's own checks
+  -- lane, 2 its lease index, 3 its delayed index), index in that part. A group's own checks
   -- (half a dozen commands) count as two items, its members one each.
   local k, part, i, left = math.max(num(1), 1), num(2), num(3), budget
   while ARGV[4 + k] and left > 0 do
@@ -305,13 +319,15 @@ if step == 'groups' then
     elseif part == 1 then
       n, more = page(lane_key(g), i, left,
                      function(id) member('lane ' .. g, id, 'pending', g) end)
+    elseif part == 2 then
+      n, more = page(lane_active_key(g), i, left, function(id) indexed('active', g, id) end)
     else
-      n, more = page(lane_active_key(g), i, left, function(id) leased(g, id) end)
+      n, more = page(lane_delayed_key(g), i, left, function(id) indexed('delayed', g, id) end)
     end
     left = left - n
     if more then
       i = i + n
-    elseif part < 2 then
+    elseif part < 3 then
       part, i = part + 1, 0
     else
       k, part, i = k + 1, 0, 0

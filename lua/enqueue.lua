@@ -6,7 +6,9 @@
 --        parked and the job may be leased to it at once, see handoff()),
 --        8 tag (optional, with 7: the daemon's tag for this call, the
 --        lease's lease_by as for claim; see recover.lua)
--- Returns 1 (enqueued) or 0 (duplicate: a row exists, nothing changed), or
+-- Returns 1 (enqueued) or 0 (duplicate: a row exists, nothing changed),
+-- {-1, cap, from} (refused: the group's lane holds its cap of pending and
+-- delayed jobs, lib.lua cap_refuses; nothing was written), or
 -- when the job was handed off, {1, deadline, id, group, payload, attempt,
 -- token}: enqueued and already leased, the job fields as claim returns.
 -- Errors: EKIND (id not JOB-namespaced), EARG (malformed id or number),
@@ -43,7 +45,8 @@ local id, g = ARGV[2], ARGV[3]
 local hand = tonumber(ARGV[7] or '0')
 if not hand or hand < 0 then return redis.error_reply('EARG lease_ms must be non-negative') end
 local now = now_ms()
-local st, err = admit_row(id, g, ARGV[4], ARGV[5], ARGV[6], now)
+local st, err, cap_from = admit_row(id, g, ARGV[4], ARGV[5], ARGV[6], now)
+if st == 'full' then return {-1, err, cap_from} end
 if err then return redis.error_reply(err) end
 if st == 'duplicate' then return 0 end
 if st == 'delayed' then return 1 end

@@ -3,7 +3,8 @@
 -- ARGV:  1 prefix, then five per item: job id, group ('' = flat), payload
 --        (JSON text), delay_ms (0 = now), max_attempts (0 = unlimited).
 -- Returns one verdict per item, in input order: 1 (enqueued), 0
--- (duplicate: a row exists, nothing changed) or an error reply "ECODE
+-- (duplicate: a row exists, nothing changed), {-1, cap, from} (refused:
+-- its lane holds its cap, as enqueue.lua) or an error reply "ECODE
 -- message" for that item alone (EKIND, EARG, EBRAND, as enqueue.lua).
 --
 -- Each item is exactly what enqueue.lua does for it without a hand-off:
@@ -21,8 +22,10 @@ local now = now_ms()
 local out = {}
 for i = 2, #ARGV, 5 do
   local id, g = ARGV[i], ARGV[i + 1]
-  local st, err = admit_row(id, g, ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], now)
-  if err then
+  local st, err, cap_from = admit_row(id, g, ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], now)
+  if st == 'full' then
+    out[#out + 1] = {-1, err, cap_from}
+  elseif err then
     out[#out + 1] = {err = err}
   elseif st == 'duplicate' then
     out[#out + 1] = 0

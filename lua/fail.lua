@@ -31,5 +31,5 @@ end
 if retry == 0 then return requeue(id, g, reason, now) end
 call('HDEL', row, 'lease', 'lease_until')
 call('HSET', row, 'state', 'delayed', 'error', reason)
-call('ZADD', K_DELAYED, int(now + retry), id)
+to_delayed(id, g, int(now + retry))
 return 'delayed'

@@ -1,7 +1,8 @@
 -- groups: one page of the group registry with each group's numbers.
 -- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
--- A group that is idle in every way (empty lane, nothing in flight, no
--- ceiling, weight or rate of its own, not paused, no TAT still ahead) is
+-- A group that is idle in every way (empty lane, nothing in flight or
+-- delayed, no ceiling, weight, rate or cap of its own, not paused, no TAT
+-- still ahead) is
 -- dropped from the registry as the page passes it (and its spent TAT with
 -- it), so the registry does not grow with tenants long gone.
 -- KEYS:  the standard ten (lib.lua).
@@ -10,7 +11,9 @@
 -- paused (0/1), weight (-1 = none set: 1), rate max (-1 = no rate), rate
 -- per_ms (-1), throttled (0/1: waiting in the throttled index), and where
 -- the limit, the weight and the rate come from (each 0 none, 1 the
--- group's own, 2 the queue default), g, ...}: what applies to each group.
+-- group's own, 2 the queue default), delayed (its delayed jobs), cap
+-- (-1 = none) and where the cap comes from (0, 1, 2), g, ...}: what
+-- applies to each group.
 local cursor, count = ARGV[2], tonumber(ARGV[3])
 if not count or count < 1 then return redis.error_reply('EARG bad page size') end
 local r = call('SSCAN', K_GROUPS, cursor, 'COUNT', count)
@@ -28,13 +31,16 @@ if any_limit == nil then any_limit = call('EXISTS', K_GLIMIT) == 1 end
 for _, g in ipairs(r[2]) do
   local depth, act, p = call('ZCARD', lane_key(g)), gactive(g), paused(g)
   local f = any_limit and call('HMGET', K_GLIMIT, g, 'w:' .. g, 'r:' .. g, 't:' .. g, 'd:limit',
-                               'd:weight', 'd:rate') or {}
+                               'd:weight', 'd:rate', 'c:' .. g, 'd:cap') or {}
+  local delayed = call('ZCARD', lane_delayed_key(g))
   local lim, lim_from = applying(f, 1, 5)
   local w, w_from = applying(f, 2, 6)
   local rate, rate_from = applying(f, 3, 7)
   local rmax, rper = string.match(rate or '', '^(%d+):(%d+)$')
   local tat = tonumber(f[4] or '')
-  if depth == 0 and act == 0 and not p and not f[1] and not f[2] and not f[3]
+  local cap, cap_from = applying(f, 8, 9)
+  if depth == 0 and act == 0 and delayed == 0 and not p and not f[1] and not f[2] and not f[3]
+     and not f[8]
      and not (tat and tat > clock()) then
     call('SREM', K_GROUPS, g)
     if tat then call('HDEL', K_GLIMIT, 't:' .. g) end
@@ -51,6 +57,9 @@ for _, g in ipairs(r[2]) do
     out[#out + 1] = lim_from
     out[#out + 1] = w_from
     out[#out + 1] = rmax and rate_from or 0
+    out[#out + 1] = delayed
+    out[#out + 1] = tonumber(cap or '-1')
+    out[#out + 1] = cap_from
   end
 end
 return out

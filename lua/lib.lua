@@ -15,7 +15,9 @@
 --                     apply to every group without a setting of its own
 --                     (read lazily, in the same HMGET as the group's own
 --                     setting: a default costs no pass over the groups
---                     and no extra call per job). Group ids start with
+--                     and no extra call per job); c:G -> G's cap (the
+--                     most pending + delayed jobs its lane admits),
+--                     d:cap -> the queue-wide default cap. Group ids start with
 --                     three capitals and hold no ':', so no group can
 --                     name the other fields.
 --   3 paused    set   paused groups
@@ -31,7 +33,10 @@
 -- migrates, it makes Redis refuse the call before it runs (TRYAGAIN), so
 -- no script meets a row or lane half moved (docs/ARCHITECTURE.md 7.3).
 -- Per group G (built from the prefix): g:<G>:pending, the lane (zset, score
--- 0, mint order), and g:<G>:active, G's leases (zset, score = deadline).
+-- 0, mint order), g:<G>:active, G's leases (zset, score = deadline), and
+-- g:<G>:delayed, G's delayed jobs (zset, score = due time, the same as in
+-- delayed): the lane's share of the delayed set, kept so that the cap rule
+-- can count what a lane holds in O(1) (see cap_refuses).
 -- Also built from the prefix: throttled (zset), the lanes off the ring
 -- only for their rate -> when they may be leased again (the due-time
 -- index promote.lua empties, as it does delayed).
@@ -76,6 +81,7 @@ local function int(n) return string.format('%d', n) end
 local function row_key(id) return PFX .. 'job:' .. id end
 local function lane_key(g) return PFX .. 'g:' .. g .. ':pending' end
 local function lane_active_key(g) return PFX .. 'g:' .. g .. ':active' end
+local function lane_delayed_key(g) return PFX .. 'g:' .. g .. ':delayed' end
 
 -- Wake parked consumers: a bounded token list for BLPOP-style waiters and a
 -- sharded publish (its channel is in the queue's slot) so every daemon
@@ -370,6 +376,42 @@ local function give_back(id, g, now, reason)
   return requeue(id, g, reason, now)
 end
 
+-- A job of group g ('' = flat) enters the delayed set, due at due (ms,
+-- int() text), or leaves it. Every move into or out of delayed goes
+-- through these two, so g's delayed index holds exactly g's delayed jobs
+-- (ARCHITECTURE invariant 8) and the cap rule can count them with ZCARD.
+local function to_delayed(id, g, due)
+  call('ZADD', K_DELAYED, due, id)
+  if g ~= '' then call('ZADD', lane_delayed_key(g), due, id) end
+end
+
+local function off_delayed(id, g)
+  call('ZREM', K_DELAYED, id)
+  if g ~= '' then call('ZREM', lane_delayed_key(g), id) end
+end
+
+-- The cap rule (bounded lanes): an enqueue into lane g is refused when g
+-- already holds its cap of pending + delayed jobs (its own c:G, else the
+-- queue's d:cap). Returns nil (admit) or, refused, the cap and where it
+-- comes from ('group' or 'queue'). Whether the queue has any lane
+-- setting at all is the EXISTS memo the other settings share (any_limit):
+-- read once per script call, so a queue with no setting pays one EXISTS
+-- per call, however many jobs the call admits, and to_backlog's settings
+-- then reuse it. A queue with settings pays one HMGET per job for the
+-- cap; a capped lane, two ZCARDs more. Flat jobs have no lane and no cap.
+-- Only admission is bounded: a retry, a promotion, a release or a
+-- reassign moves a job already admitted and is never refused.
+local function cap_refuses(g)
+  if g == '' then return nil end
+  if any_limit == nil then any_limit = call('EXISTS', K_GLIMIT) == 1 end
+  if not any_limit then return nil end
+  local f = call('HMGET', K_GLIMIT, 'c:' .. g, 'd:cap')
+  local cap = tonumber(f[1] or f[2] or '')
+  if not cap then return nil end
+  if call('ZCARD', lane_key(g)) + call('ZCARD', lane_delayed_key(g)) < cap then return nil end
+  return cap, f[1] and 'group' or 'queue'
+end
+
 local function valid_group(g)
   return #g >= 4 and #g <= 67 and string.match(g, '^%u%u%u[%w_%-]+$') ~= nil
 end
@@ -380,11 +422,13 @@ end
 
 -- Admit one job's row (enqueue.lua, enqueue_many.lua): check its
 -- arguments, refuse a duplicate, write the row and, when it has a delay,
--- put it in the delayed index. Returns 'ready' (the row says pending: the
--- caller puts it in its backlog, or hands it off), 'delayed', 'duplicate'
--- (a row exists: nothing changed) or nil and an "ECODE message" error.
--- Nothing is written before every check has passed. now: the caller's
--- now_ms(); delay and max: the ARGV text.
+-- put it in the delayed indexes. Returns 'ready' (the row says pending:
+-- the caller puts it in its backlog, or hands it off), 'delayed',
+-- 'duplicate' (a row exists: nothing changed), 'full' and the cap and
+-- where it comes from ('group' or 'queue'; the lane holds its cap:
+-- nothing written, see cap_refuses), or nil and an "ECODE message"
+-- error. Nothing is written before every check has passed. now: the
+-- caller's now_ms(); delay and max: the ARGV text.
 local function admit_row(id, g, payload, delay, max, now)
   if string.sub(id, 1, 3) ~= 'JOB' then return nil, 'EKIND job id must be JOB-namespaced' end
   if not valid_job(id) then return nil, 'EARG malformed job id' end
@@ -394,6 +438,9 @@ local function admit_row(id, g, payload, delay, max, now)
     return nil, 'EARG delay_ms and max_attempts must be non-negative'
   end
   local row = row_key(id)
+  -- A full lane refuses a new job, but not a duplicate: that writes nothing.
+  local cap, cap_from = cap_refuses(g)
+  if cap and call('EXISTS', row) == 0 then return 'full', cap, cap_from end
   -- Every row has a state, so setting it only where there is none both
   -- refuses a duplicate and starts the row (one call instead of EXISTS +
   -- HSET).
@@ -403,7 +450,7 @@ local function admit_row(id, g, payload, delay, max, now)
   call('HSET', row, 'group', g, 'payload', payload, 'attempts', '0',
        'max_attempts', int(max), 'created_ms', int(now))
   if delay == 0 then return 'ready' end
-  call('ZADD', K_DELAYED, int(now + delay), id)
+  to_delayed(id, g, int(now + delay))
   if g ~= '' then call('SADD', K_GROUPS, g) end
   return 'delayed'
 end

@@ -17,9 +17,9 @@ clock_ms = now
 local due = call('ZRANGE', K_DELAYED, '-inf', now, 'BYSCORE', 'LIMIT', 0, max, 'WITHSCORES')
 for i = 1, #due, 2 do
   local id = due[i]
-  call('ZREM', K_DELAYED, id)
   local row = row_key(id)
   local g = call('HGET', row, 'group')
+  off_delayed(id, g or '')
   if g then -- a row cannot vanish while delayed; never resurrect one
     call('HSET', row, 'state', 'pending', 'ready_ms', due[i + 1])
     to_backlog(id, g)

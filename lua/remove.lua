@@ -20,7 +20,7 @@ if state == 'pending' then
     reconcile(g) -- O(ring), an admin move: the lane may have emptied
   end
 elseif state == 'delayed' then
-  call('ZREM', K_DELAYED, id)
+  off_delayed(id, g)
 else
   return redis.error_reply('ESTATE only a pending or delayed job can be removed; it is ' .. state)
 end

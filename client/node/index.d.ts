@@ -25,6 +25,10 @@ export declare class EmqError extends Error {
   /** The job id, on an enqueue error that passed the argument checks
    * (retry with it: PROTOCOL.md section 3). */
   readonly job?: string;
+  /** On an EFULL from a lane at its cap (PROTOCOL.md 6.15): the cap and the group; absent
+   * when the backend itself is out of memory. */
+  readonly cap?: number;
+  readonly group?: string;
 }
 interface WireErrorClass<C extends WireCode> {
   new (message?: string, extra?: Record<string, unknown>): EmqError & { readonly code: C };
@@ -167,7 +171,12 @@ export interface Stats {
   paused: number;
   flat: number;
   /** The queue-wide defaults (PROTOCOL.md 6.14), null when not set; absent from a daemon without them. */
-  defaults?: { limit: number | null; weight: number | null; rate: { max: number; per_ms: number } | null };
+  defaults?: {
+    limit: number | null;
+    weight: number | null;
+    rate: { max: number; per_ms: number } | null;
+    cap?: number | null;
+  };
 }
 export interface GroupInfo {
   group: string;
@@ -185,6 +194,11 @@ export interface GroupInfo {
   limit_from?: 'group' | 'queue' | null;
   weight_from?: 'group' | 'queue' | null;
   rate_from?: 'group' | 'queue' | null;
+  /** Delayed jobs of the group: with depth, what its cap counts. */
+  delayed?: number;
+  /** The most pending + delayed jobs its lane admits, null without one (PROTOCOL.md 6.15). */
+  cap?: number | null;
+  cap_from?: 'group' | 'queue' | null;
 }
 export interface GroupsPage {
   groups: GroupInfo[];
@@ -351,6 +365,8 @@ export declare class Client extends EventEmitter {
   weight(queue: string, group: string | null, weight: number | null): Promise<void>;
   /** At most max leases per perMs ms, on the backend's clock; null removes it (PROTOCOL.md 5.27). */
   rate(queue: string, group: string | null, max: number | null, perMs?: number): Promise<void>;
+  /** At most maxPending pending + delayed jobs in the lane; null removes it (PROTOCOL.md 5.32). */
+  cap(queue: string, group: string | null, maxPending: number | null): Promise<void>;
   pause(queue: string, group: string): Promise<boolean>;
   resume(queue: string, group: string): Promise<boolean>;
   /** Resolves with the source group (null: the job was ungrouped). */
@@ -403,6 +419,7 @@ export declare class Pipeline {
   limit(queue: string, group: string, max: number | null): this;
   weight(queue: string, group: string, weight: number | null): this;
   rate(queue: string, group: string, max: number | null, perMs?: number): this;
+  cap(queue: string, group: string | null, maxPending: number | null): this;
   pause(queue: string, group: string): this;
   resume(queue: string, group: string): this;
   reassign(queue: string, job: string, group: string): this;

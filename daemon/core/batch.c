@@ -166,8 +166,7 @@ static void enqueued_cb(void *priv, const struct store_status *st, size_t n,
     for (size_t i = 0; i < b->n; i++) {
         const struct queue_enqueue *e = &b->items[i];
         const struct store_status *ist = st->code != 0 || i >= n ? st : &each[i].st;
-        struct store_enqueued res = {.enqueued = ist->code == 0 && each[i].enqueued};
-        e->done(e->priv, ist, ist->code == 0 ? &res : NULL);
+        e->done(e->priv, ist, ist->code == 0 ? &each[i].res : NULL);
         free(e->copy);
     }
     free(b);

@@ -26,6 +26,7 @@ struct waiter;
 struct queue_counters {
     uint64_t enqueued, claimed, completed, failed, dead, reaped, released, promoted;
     uint64_t recovered; /* leases of lost replies given back (store/lost.c) */
+    uint64_t refused;   /* enqueues refused by their lane's cap (lua/cap.lua) */
 };
 
 /* The queue's counters as they were every QUEUE_HISTORY_MS, the last

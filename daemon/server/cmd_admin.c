@@ -49,7 +49,7 @@ static void changed_cb(void *priv, const struct store_status *st, bool changed)
         req_ok(r, json_pack("{s:b}", "changed", changed));
 }
 
-/* limit, weight and rate without a group set the queue-wide default, for
+/* limit, weight, rate and cap without a group set the queue-wide default, for
  * every group without a setting of its own (the store passes group ""). */
 #define OPT_GROUP                                                                                  \
     {                                                                                              \
@@ -86,6 +86,19 @@ static const struct arg_spec weight_spec[] = {
 static void cmd_weight(struct req *r)
 {
     sent(r, store_weight(queue_store(r->q), cmd_str(r, "group"), setting(r, "weight"), done_cb, r));
+}
+
+static const struct arg_spec cap_spec[] = {
+    Q,
+    OPT_GROUP,
+    {"max_pending", ARG_INT_OR_NULL, ARG_REQUIRED, 1, 1000000000},
+    END,
+};
+
+static void cmd_cap(struct req *r)
+{
+    sent(r,
+         store_cap(queue_store(r->q), cmd_str(r, "group"), setting(r, "max_pending"), done_cb, r));
 }
 
 static const struct arg_spec rate_spec[] = {
@@ -237,10 +250,12 @@ static void stats_cb(void *priv, const struct store_status *st, const struct sto
     struct req *r = priv;
     if (failed(r, st))
         return;
-    json_t *defaults = json_pack(
-        "{s:o, s:o, s:o}", "limit", res->def_limit < 0 ? json_null() : json_integer(res->def_limit),
-        "weight", res->def_weight < 0 ? json_null() : json_integer(res->def_weight), "rate",
-        rate_json(res->def_rate_max, res->def_rate_per_ms));
+    json_t *defaults =
+        json_pack("{s:o, s:o, s:o, s:o}", "limit",
+                  res->def_limit < 0 ? json_null() : json_integer(res->def_limit), "weight",
+                  res->def_weight < 0 ? json_null() : json_integer(res->def_weight), "rate",
+                  rate_json(res->def_rate_max, res->def_rate_per_ms), "cap",
+                  res->def_cap < 0 ? json_null() : json_integer(res->def_cap));
     req_ok(r,
            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "pending",
                      (json_int_t)res->pending, "active", (json_int_t)res->active, "delayed",
@@ -271,13 +286,16 @@ static void groups_cb(void *priv, const struct store_status *st, const struct st
         const struct store_group_row *g = &res->rows[i];
         json_array_append_new(
             list,
-            json_pack("{s:s, s:I, s:I, s:o, s:o, s:b, s:I, s:o, s:o, s:o, s:b}", "group", g->group,
-                      "depth", (json_int_t)g->depth, "active", (json_int_t)g->active, "limit",
-                      g->limit < 0 ? json_null() : json_integer(g->limit), "limit_from",
-                      from_json(g->limit_from), "paused", g->paused, "weight",
-                      (json_int_t)(g->weight < 0 ? 1 : g->weight), "weight_from",
-                      from_json(g->weight_from), "rate", rate_json(g->rate_max, g->rate_per_ms),
-                      "rate_from", from_json(g->rate_from), "throttled", g->throttled));
+            json_pack(
+                "{s:s, s:I, s:I, s:o, s:o, s:b, s:I, s:o, s:o, s:o, s:b, s:I, s:o, s:o}", "group",
+                g->group, "depth", (json_int_t)g->depth, "active", (json_int_t)g->active, "limit",
+                g->limit < 0 ? json_null() : json_integer(g->limit), "limit_from",
+                from_json(g->limit_from), "paused", g->paused, "weight",
+                (json_int_t)(g->weight < 0 ? 1 : g->weight), "weight_from",
+                from_json(g->weight_from), "rate", rate_json(g->rate_max, g->rate_per_ms),
+                "rate_from", from_json(g->rate_from), "throttled", g->throttled, "delayed",
+                (json_int_t)g->delayed, "cap", g->cap < 0 ? json_null() : json_integer(g->cap),
+                "cap_from", from_json(g->cap_from)));
     }
     req_ok(r, json_pack("{s:o, s:s}", "groups", list, "cursor", res->cursor));
 }
@@ -519,6 +537,7 @@ const struct cmd cmd_admin[] = {
     {"limit", limit_spec, cmd_limit, CMD_QUEUE | CMD_ADMIN},
     {"weight", weight_spec, cmd_weight, CMD_QUEUE | CMD_ADMIN},
     {"rate", rate_spec, cmd_rate, CMD_QUEUE | CMD_ADMIN, check_rate},
+    {"cap", cap_spec, cmd_cap, CMD_QUEUE | CMD_ADMIN},
     {"pause", group_spec, cmd_pause, CMD_QUEUE | CMD_ADMIN},
     {"resume", group_spec, cmd_resume, CMD_QUEUE | CMD_ADMIN},
     {"reassign", reassign_spec, cmd_reassign, CMD_QUEUE | CMD_ADMIN},

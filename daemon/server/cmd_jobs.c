@@ -159,6 +159,25 @@ static json_t *job_field(const json_t *item)
     return job != NULL ? json_pack("{s:s}", "job", job) : NULL;
 }
 
+/* The message and fields of an enqueue its lane's cap refused (EFULL):
+ * the job, to retry with (as job_field), the group and its cap, so that a
+ * client can tell a full lane from a full store (PROTOCOL.md 3). */
+static json_t *full_fields(const json_t *item, const char *dflt_group,
+                           const struct store_enqueued *res, char *msg, size_t size)
+{
+    const char *group = request_string(item, "group", NULL);
+    if (group == NULL)
+        group = dflt_group;
+    const char *from = res->cap_from == STORE_CAP_GROUP ? "group" : "queue";
+    snprintf(msg, size, "group %s holds its cap of %lld pending and delayed jobs (the %s's)", group,
+             res->cap, from);
+    json_t *f = job_field(item);
+    if (f != NULL)
+        json_object_update_new(f, json_pack("{s:s, s:I, s:s}", "group", group, "cap",
+                                            (json_int_t)res->cap, "cap_from", from));
+    return f;
+}
+
 /* Why enqueue_item's call was not made (rc < 0): its code and message. */
 static enum wire_error refusal(int rc, const char **msg)
 {
@@ -183,6 +202,14 @@ static void enqueue_cb(void *priv, const struct store_status *st, const struct s
     bool flat = handoff_ms != 0 && enqueue_flat(r);
     if (st->code != 0) {
         req_error_fields(r, job_field(r->root), st->code, "%s", st->message);
+        if (handoff_ms)
+            queue_handoff_end(q, flat, handoff_ms, NULL);
+        return;
+    }
+    if (res->cap > 0) {
+        char msg[160];
+        q->count.refused++;
+        req_error_fields(r, full_fields(r->root, "", res, msg, sizeof(msg)), WIRE_EFULL, "%s", msg);
         if (handoff_ms)
             queue_handoff_end(q, flat, handoff_ms, NULL);
         return;
@@ -275,14 +302,22 @@ static void many_cb(void *priv, const struct store_status *st, size_t n,
     struct chunk *ch = priv;
     struct req *r = ch->r;
     json_t *jobs = json_object_get(r->root, "jobs");
+    const char *batch_group = request_string(r->root, "group", NULL);
     for (size_t i = 0; i < ch->n; i++) {
         json_t *item = json_array_get(jobs, ch->index[i]);
         const struct store_status *ist = st->code != 0 || i >= n ? st : &each[i].st;
         if (ist->code != 0) {
             item_error(r->acc, ch->index[i], item, ist->code, ist->message);
+        } else if (each[i].res.cap > 0) {
+            char msg[160];
+            r->q->count.refused++;
+            json_t *f =
+                full_fields(item, batch_group ? batch_group : "", &each[i].res, msg, sizeof(msg));
+            item_error(r->acc, ch->index[i], item, WIRE_EFULL, msg);
+            json_object_update_new(json_array_get(r->acc, ch->index[i]), f);
         } else {
-            admitted(r, item, each[i].enqueued);
-            json_array_set_new(r->acc, ch->index[i], json_boolean(each[i].enqueued));
+            admitted(r, item, each[i].res.enqueued);
+            json_array_set_new(r->acc, ch->index[i], json_boolean(each[i].res.enqueued));
         }
     }
     free(ch);

@@ -46,7 +46,7 @@ struct metrics {
 /* One group's numbers from the groups script. */
 struct group_row {
     char name[BRAND_ID_MAX + 1];
-    long long depth, active, limit, paused, weight, rate_max, rate_per_ms, throttled;
+    long long depth, active, limit, paused, weight, rate_max, rate_per_ms, throttled, delayed, cap;
 };
 
 /* What the scrape learnt about one queue. */
@@ -191,12 +191,29 @@ static void render_jobs(struct outbuf *o, const struct scrape *sc)
     }
 }
 
+/* Refusals are counted per queue, not per group: groups are as many as
+ * tenants, and a counter per group would grow the daemon with every
+ * tenant ever refused. Which lane is full shows in emqd_group_cap against
+ * emqd_group_depth + emqd_group_delayed. */
+static void render_refused(struct outbuf *o, const struct scrape *sc)
+{
+    char q[BRAND_QUEUE_MAX * 2 + 1];
+    family(o, "emqd_refused_total", "counter",
+           "Enqueues this daemon refused EFULL because the job's lane held its cap.");
+    for (size_t i = 0; i < sc->nreads; i++) {
+        label(sc->reads[i].q->name, q, sizeof(q));
+        put(o, "emqd_refused_total{queue=\"%s\",reason=\"cap\"} %llu\n", q,
+            (unsigned long long)sc->reads[i].q->count.refused);
+    }
+}
+
 static void render_groups(struct outbuf *o, const struct scrape *sc)
 {
     static const char *const names[] = {"emqd_group_depth",          "emqd_group_active",
                                         "emqd_group_limit",          "emqd_group_paused",
                                         "emqd_group_weight",         "emqd_group_rate_max",
-                                        "emqd_group_rate_period_ms", "emqd_group_throttled"};
+                                        "emqd_group_rate_period_ms", "emqd_group_throttled",
+                                        "emqd_group_delayed",        "emqd_group_cap"};
     static const char *const help[] = {
         "Jobs waiting in the group's lane (deepest groups only).",
         "Jobs of the group leased now (deepest groups only).",
@@ -205,7 +222,10 @@ static void render_groups(struct outbuf *o, const struct scrape *sc)
         "The group's jobs per ring turn (deepest groups only).",
         "The most leases its rate allows per period (groups with a rate; deepest only).",
         "The period of the group's rate, ms (groups with a rate; deepest only).",
-        "1 if the group is off the ring until its rate allows a lease (deepest only)."};
+        "1 if the group is off the ring until its rate allows a lease (deepest only).",
+        "Delayed jobs of the group: with its depth, what its cap counts (deepest only).",
+        "The most pending + delayed jobs the group's lane admits (groups with a cap; deepest "
+        "only)."};
     char q[BRAND_QUEUE_MAX * 2 + 1], g[BRAND_ID_MAX * 2 + 1];
 
     for (size_t m = 0; m < sizeof(names) / sizeof(names[0]); m++) {
@@ -215,9 +235,11 @@ static void render_groups(struct outbuf *o, const struct scrape *sc)
             label(rd->q->name, q, sizeof(q));
             for (size_t j = 0; j < rd->ngroups; j++) {
                 const struct group_row *gr = &rd->groups[j];
-                long long v[] = {gr->depth,  gr->active,   gr->limit,       gr->paused,
-                                 gr->weight, gr->rate_max, gr->rate_per_ms, gr->throttled};
-                if ((m == 2 && gr->limit < 0) || ((m == 5 || m == 6) && gr->rate_max < 0))
+                long long v[] = {gr->depth,   gr->active,   gr->limit,       gr->paused,
+                                 gr->weight,  gr->rate_max, gr->rate_per_ms, gr->throttled,
+                                 gr->delayed, gr->cap};
+                if ((m == 2 && gr->limit < 0) || ((m == 5 || m == 6) && gr->rate_max < 0) ||
+                    (m == 9 && gr->cap < 0))
                     continue;
                 put(o, "%s{queue=\"%s\",group=\"%s\"} %lld\n", names[m], q,
                     label(gr->name, g, sizeof(g)), v[m]);
@@ -377,6 +399,7 @@ static void render(struct outbuf *o, const struct scrape *sc)
     render_requests(o, s);
     render_denied(o, s);
     render_jobs(o, sc);
+    render_refused(o, sc);
     render_groups(o, sc);
     render_latency(o, sc);
     render_pool(o, sc);
@@ -479,6 +502,8 @@ static void groups_cb(void *priv, const struct store_status *st, const struct st
             g->rate_max = f->rate_max;
             g->rate_per_ms = f->rate_per_ms;
             g->throttled = f->throttled;
+            g->delayed = (long long)f->delayed;
+            g->cap = f->cap;
         }
         qsort(rd->groups, rd->ngroups, sizeof(*rd->groups), by_depth);
         if (rd->ngroups > keep)

@@ -79,7 +79,7 @@ static int rows_parse(const redisReply *r, size_t first, size_t width, size_t si
 
 /* --- per-tenant levers --------------------------------------------------- */
 
-/* limit, weight and rate return 1. */
+/* limit, weight, rate and cap return 1. */
 static int one_parse(const redisReply *r, void *out)
 {
     (void)out;
@@ -94,7 +94,7 @@ static void done_decode(const struct store_call *c, const struct store_status *s
     ((store_done_cb *)c->cb)(c->priv, &s);
 }
 
-/* A lane setting's script (limit, weight): ARGV group, number. */
+/* A lane setting's script (limit, weight, cap): ARGV group, number. */
 static int setting_send(struct store_queue *sq, enum script_id id, const char *group, long long n,
                         store_done_cb *cb, void *priv)
 {
@@ -107,6 +107,12 @@ int store_limit(struct store_queue *sq, const char *group, long long max, store_
                 void *priv)
 {
     return setting_send(sq, SCRIPT_LIMIT, group, max, cb, priv);
+}
+
+int store_cap(struct store_queue *sq, const char *group, long long max, store_done_cb *cb,
+              void *priv)
+{
+    return setting_send(sq, SCRIPT_CAP, group, max, cb, priv);
 }
 
 int store_weight(struct store_queue *sq, const char *group, long long weight, store_done_cb *cb,
@@ -235,14 +241,15 @@ int store_depth(struct store_queue *sq, const char *group, store_count_cb *cb, v
     return store_send(sq, SCRIPT_DEPTH, 1, argv, NULL, count_decode, STORE_CB(cb), priv, 0);
 }
 
-/* stats returns its eight totals, in the struct's order, then the four
+/* stats returns its eight totals, in the struct's order, then the five
  * numbers of the queue defaults (-1 = not set). */
 static int stats_parse(const redisReply *r, void *out)
 {
     struct store_stats *t = out;
     uint64_t *f[] = {&t->pending, &t->active, &t->delayed, &t->dead,
                      &t->ring,    &t->groups, &t->paused,  &t->flat};
-    long long *d[] = {&t->def_limit, &t->def_weight, &t->def_rate_max, &t->def_rate_per_ms};
+    long long *d[] = {&t->def_limit, &t->def_weight, &t->def_rate_max, &t->def_rate_per_ms,
+                      &t->def_cap};
     size_t nf = sizeof(f) / sizeof(f[0]), nd = sizeof(d) / sizeof(d[0]);
     if (r->type != REDIS_REPLY_ARRAY || r->elements != nf + nd)
         return STORE_SHAPE;
@@ -272,8 +279,9 @@ int store_stats(struct store_queue *sq, store_stats_cb *cb, void *priv)
 /* groups returns {cursor, then per group: name, depth, active, limit (-1 =
  * none), paused (0/1), weight (-1 = none), rate max and per_ms (-1 =
  * none), throttled (0/1), and where the limit, weight and rate come from
- * (0 none, 1 the group, 2 the queue default)}. */
-#define GROUP_FIELDS 12
+ * (0 none, 1 the group, 2 the queue default), delayed, cap (-1 = none)
+ * and where it comes from}. */
+#define GROUP_FIELDS 15
 
 /* A "from" field of a group row: 0, 1 or 2, as enum store_from. */
 static bool from_of(const redisReply *r, size_t i, enum store_from *out)
@@ -298,7 +306,9 @@ static int group_row(const redisReply *r, size_t e, void *row, void *ctx)
         !elem_int(r, e + 6, &g->rate_max) || !elem_int(r, e + 7, &g->rate_per_ms) ||
         !elem_int(r, e + 8, &throttled) || (throttled != 0 && throttled != 1) ||
         !from_of(r, e + 9, &g->limit_from) || !from_of(r, e + 10, &g->weight_from) ||
-        !from_of(r, e + 11, &g->rate_from))
+        !from_of(r, e + 11, &g->rate_from) || !elem_count(r, e + 12, &g->delayed) ||
+        !elem_int(r, e + 13, &g->cap) || g->cap < -1 || g->cap == 0 ||
+        !from_of(r, e + 14, &g->cap_from))
         return -1;
     g->group = name.str;
     g->group_len = name.len;

@@ -33,6 +33,12 @@ int store_limit(struct store_queue *sq, const char *group, long long max, store_
 int store_weight(struct store_queue *sq, const char *group, long long weight, store_done_cb *cb,
                  void *priv);
 
+/* Set group's cap to max pending + delayed jobs (lua/cap.lua; 0: remove
+ * it; group "": the queue default): an enqueue into a lane that holds
+ * its cap is refused (store_enqueued.cap). */
+int store_cap(struct store_queue *sq, const char *group, long long max, store_done_cb *cb,
+              void *priv);
+
 /* Set group's rate to at most max leases per per_ms ms (lua/rate.lua;
  * max 0: remove it, per_ms ignored). */
 int store_rate(struct store_queue *sq, const char *group, long long max, long long per_ms,
@@ -83,7 +89,7 @@ int store_depth(struct store_queue *sq, const char *group, store_count_cb *cb, v
 struct store_stats {
     uint64_t pending, active, delayed, dead, ring, groups, paused, flat;
     /* The queue-wide defaults for groups without their own (-1 = none). */
-    long long def_limit, def_weight, def_rate_max, def_rate_per_ms;
+    long long def_limit, def_weight, def_rate_max, def_rate_per_ms, def_cap;
 };
 
 typedef void store_stats_cb(void *priv, const struct store_status *st,
@@ -94,7 +100,7 @@ int store_stats(struct store_queue *sq, store_stats_cb *cb, void *priv);
 
 /* Where a group's applying setting comes from. */
 enum store_from {
-    STORE_FROM_NONE,  /* neither: no ceiling, weight 1, no rate */
+    STORE_FROM_NONE,  /* neither: no ceiling, weight 1, no rate, no cap */
     STORE_FROM_GROUP, /* the group's own */
     STORE_FROM_QUEUE, /* the queue-wide default */
 };
@@ -106,12 +112,14 @@ struct store_group_row {
     size_t group_len;
     uint64_t depth;                  /* pending in its lane */
     uint64_t active;                 /* in flight: what its ceiling counts */
+    uint64_t delayed;                /* delayed: with depth, what its cap counts */
     long long limit;                 /* its ceiling, -1 = none */
     long long weight;                /* its weight, -1 = none set (it is served as 1) */
     long long rate_max, rate_per_ms; /* its rate, -1 = none */
     bool paused;
     bool throttled; /* off the ring until its rate allows a lease */
-    enum store_from limit_from, weight_from, rate_from;
+    long long cap;  /* its cap, -1 = none */
+    enum store_from limit_from, weight_from, rate_from, cap_from;
 };
 
 /* A page of the group registry. Groups idle in every way are left out

@@ -42,7 +42,25 @@ static bool job_decode(redisReply *const *f, bool with_wait, struct store_job *j
 
 /* --- enqueue --------------------------------------------------------- */
 
-/* 1 enqueued, 0 duplicate, or {1, deadline, five job fields}: handed off. */
+/* {-1, cap, "group"|"queue"}: refused by the lane's cap. */
+static bool refused_parse(const redisReply *r, struct store_enqueued *res)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[0]->integer != -1 ||
+        !store_int(r->element[1], &res->cap) || res->cap < 1 ||
+        r->element[2]->type != REDIS_REPLY_STRING)
+        return false;
+    if (strcmp(r->element[2]->str, "group") == 0)
+        res->cap_from = STORE_CAP_GROUP;
+    else if (strcmp(r->element[2]->str, "queue") == 0)
+        res->cap_from = STORE_CAP_QUEUE;
+    else
+        return false;
+    return true;
+}
+
+/* 1 enqueued, 0 duplicate, {-1, cap, from}: refused, or {1, deadline, five
+ * job fields}: handed off. */
 static int enqueued_parse(const redisReply *r, void *out)
 {
     struct store_enqueued *res = out;
@@ -51,6 +69,9 @@ static int enqueued_parse(const redisReply *r, void *out)
         res->enqueued = r->integer == 1;
         return 0;
     }
+    if (refused_parse(r, res))
+        return 0;
+    res->cap = 0;
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 + JOB_FIELDS &&
         store_int(r->element[1], &res->deadline) && job_decode(r->element + 2, false, &res->job)) {
         res->enqueued = res->handed_off = true;
@@ -107,7 +128,10 @@ static int verdicts_parse(const redisReply *r, void *out)
         struct store_item_verdict *o = &v->each[i];
         *o = (struct store_item_verdict){.st = store_ok};
         if (e->type == REDIS_REPLY_INTEGER && (e->integer == 0 || e->integer == 1)) {
-            o->enqueued = e->integer == 1;
+            o->res.enqueued = e->integer == 1;
+        } else if (e->type == REDIS_REPLY_ARRAY) {
+            if (!refused_parse(e, &o->res))
+                return STORE_SHAPE;
         } else if (e->type == REDIS_REPLY_ERROR) {
             /* The item's own "ECODE message", as a whole call's (store.c). */
             size_t w = strcspn(e->str, " ");

@@ -22,8 +22,18 @@ struct store_enqueue_args {
     uint64_t handoff_ms;
 };
 
+/* Where a refusing cap comes from (lua/lib.lua cap_refuses). */
+enum store_cap_from {
+    STORE_CAP_GROUP, /* the group's own cap */
+    STORE_CAP_QUEUE, /* the queue-wide default */
+};
+
 struct store_enqueued {
-    bool enqueued;      /* false: a duplicate id, nothing changed */
+    bool enqueued; /* false: a duplicate id, or refused (cap > 0); nothing changed */
+    /* > 0: refused, nothing written: the job's lane holds this cap of
+     * pending and delayed jobs (lua/cap.lua), which comes from cap_from. */
+    long long cap;
+    enum store_cap_from cap_from;
     bool handed_off;    /* enqueued and leased at once: job and deadline are set */
     long long deadline; /* the lease's deadline, ms on the Redis clock */
     struct store_job job;
@@ -47,11 +57,12 @@ int store_enqueue(struct store_queue *sq, const struct store_enqueue_args *a, st
 #define STORE_ITEMS_PER_CALL 32
 #define STORE_BYTES_PER_CALL (256 * 1024)
 
-/* One item's verdict: st.code 0 and enqueued (false: duplicate), or the
- * item's own refusal in st. */
+/* One item's verdict: st.code 0 and res as store_enqueue's (enqueued,
+ * a duplicate, or refused by its lane's cap; never handed off), or the
+ * item's own error in st. */
 struct store_item_verdict {
     struct store_status st;
-    bool enqueued;
+    struct store_enqueued res;
 };
 
 /* n verdicts, in the order the items were given; with st->code set (the

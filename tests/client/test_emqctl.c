@@ -461,11 +461,11 @@ Test(emqctl, groups_table_shows_depth_active_limit_weight_paused)
     assert_exit(r, 0);
     char line[256];
     cr_assert_str_eq(line_with(r.out, "GROUP", line, sizeof(line)),
-                     "GROUP     DEPTH  ACTIVE  LIMIT  WEIGHT            RATE  PAUSED");
+                     "GROUP     DEPTH  ACTIVE  LIMIT  WEIGHT            RATE  CAP  PAUSED");
     cr_assert_str_eq(line_with(r.out, "TENalpha", line, sizeof(line)),
-                     "TENalpha      2       1      7      12  5/60000ms held  no");
+                     "TENalpha      2       1      7      12  5/60000ms held    -  no");
     cr_assert_str_eq(line_with(r.out, "TENb ", line, sizeof(line)),
-                     "TENb          0       1      -       1               -  yes");
+                     "TENb          0       1      -       1               -    -  yes");
     cr_assert_eq(count_lines(r.out), 3);
     run_free(&r);
 
@@ -694,7 +694,8 @@ Test(emqctl, levers_change_the_queue)
     char *gd = json_dumps(g, JSON_COMPACT);
     assert_has(gd, "{\"group\":\"TENa\",\"depth\":2,\"active\":0,\"limit\":3,"
                    "\"limit_from\":\"group\",\"paused\":false,\"weight\":1,\"weight_from\":null,"
-                   "\"rate\":null,\"rate_from\":null,\"throttled\":false}");
+                   "\"rate\":null,\"rate_from\":null,\"throttled\":false,\"delayed\":0,"
+                   "\"cap\":null,\"cap_from\":null}");
     free(gd);
     json_decref(g);
     r = CTL("limit", "q", "TENa", "none");
@@ -741,8 +742,8 @@ Test(emqctl, levers_change_the_queue)
     run_free(&r);
     g = OK(c, "{\"op\":\"stats\",\"queue\":\"q\"}");
     gd = json_dumps(g, JSON_COMPACT);
-    assert_has(gd,
-               "\"defaults\":{\"limit\":7,\"weight\":null,\"rate\":{\"max\":3,\"per_ms\":500}}");
+    assert_has(gd, "\"defaults\":{\"limit\":7,\"weight\":null,\"rate\":{\"max\":3,\"per_ms\":500},"
+                   "\"cap\":null}");
     free(gd);
     json_decref(g);
     r = CTL("groups", "q");
@@ -759,9 +760,36 @@ Test(emqctl, levers_change_the_queue)
     run_free(&r);
     g = OK(c, "{\"op\":\"stats\",\"queue\":\"q\"}");
     gd = json_dumps(g, JSON_COMPACT);
-    assert_has(gd, "\"defaults\":{\"limit\":null,\"weight\":null,\"rate\":null}");
+    assert_has(gd, "\"defaults\":{\"limit\":null,\"weight\":null,\"rate\":null,\"cap\":null}");
     free(gd);
     json_decref(g);
+
+    /* cap: a group's own, then the queue default, marked "(q)". */
+    char line[256];
+    r = CTL("cap", "q", "TENa", "1000");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "TENa: cap 1,000\n");
+    run_free(&r);
+    r = CTL("cap", "q", "0x");
+    assert_exit(r, 2);
+    run_free(&r);
+    r = CTL("cap", "q", "40");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "queue default: cap 40\n");
+    run_free(&r);
+    r = CTL("groups", "q");
+    assert_exit(r, 0);
+    assert_has(line_with(r.out, "TENa", line, sizeof(line)), "1,000  ");
+    assert_has(r.out, "40 (q)");
+    run_free(&r);
+    r = CTL("cap", "q", "TENa", "none");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "TENa: no cap of its own\n");
+    run_free(&r);
+    r = CTL("cap", "q", "none");
+    assert_exit(r, 0);
+    cr_assert_str_eq(r.out, "queue default: no default cap\n");
+    run_free(&r);
     r = CTL("--json", "weight", "q", "TENa", "0");
     assert_exit(r, 0);
     j = json_line(r.out, 0);
@@ -1115,6 +1143,10 @@ Test(emqctl, top_prints_snapshots_when_not_a_terminal)
         enqueue(c, id, "TENbig");
     }
     json_decref(OK(c, "{\"op\":\"weight\",\"queue\":\"q\",\"group\":\"TENbig\",\"weight\":9}"));
+    /* Values from the queue defaults are marked "(q)", as groups does. */
+    json_decref(OK(c, "{\"op\":\"limit\",\"queue\":\"q\",\"max\":100}"));
+    json_decref(OK(c, "{\"op\":\"cap\",\"queue\":\"q\",\"max_pending\":50}"));
+    json_decref(OK(c, "{\"op\":\"cap\",\"queue\":\"q\",\"group\":\"TENsmall\",\"max_pending\":7}"));
     struct run r = CTL("top", "q", "--iterations", "2", "--interval", "100");
     assert_exit(r, 0);
     assert_has(r.out, "WEIGHT");
@@ -1127,7 +1159,10 @@ Test(emqctl, top_prints_snapshots_when_not_a_terminal)
     const char *big = strstr(two, "\nTENbig "), *small = strstr(two, "\nTENsmall ");
     cr_assert(big != NULL && small != NULL && big < small, "largest first:\n%s", two);
     char line[256];
-    assert_has(line_with(big + 1, "TENbig", line, sizeof(line)), "      9       -  no");
+    assert_has(line_with(big + 1, "TENbig", line, sizeof(line)),
+               "100 (q)       9       -  50 (q)  no");
+    assert_has(line_with(small + 1, "TENsmall", line, sizeof(line)), "       7  no");
+    assert_has(two, "CAP");
     assert_has(two, "pending 5 (0/s)");
     const char *rate = strstr(one, "/s");
     cr_assert(rate != NULL && rate > two, "the first snapshot has no rates:\n%s", r.out);

@@ -561,6 +561,46 @@ Test(libemq, defaults_apply_to_groups_without_their_own)
     emq_close(c);
 }
 
+/* emq_cap: a full lane refuses with EMQ_EFULL, the rest of the queue is
+ * unaffected; groups and stats show the cap and where it comes from. */
+Test(libemq, cap_refuses_an_enqueue_into_a_full_lane)
+{
+    struct emq *c = lib_conn();
+    assert_emq_ok(c, emq_cap(c, "cap", "TENa", 1));
+    assert_emq_err(c, emq_cap(c, "cap", "TENa", -1), EMQ_EARG);
+    assert_emq_err(c, emq_cap(c, "cap", "nobrand", 1), EMQ_EBRAND);
+    put_pairs(c, "cap", 1);
+    json_t *p = json_integer(1);
+    struct emq_enqueue_opts o = {.group = "TENa"};
+    assert_emq_err(c, emq_enqueue(c, "cap", p, &o, NULL), EMQ_EFULL);
+    cr_assert(strstr(emq_errmsg(c), "TENa") != NULL, "the message names the group: %s",
+              emq_errmsg(c));
+    o.group = "TENb";
+    assert_emq_ok(c, emq_enqueue(c, "cap", p, &o, NULL));
+    assert_emq_ok(c, emq_cap(c, "cap", NULL, 5));
+    struct emq_stats s;
+    assert_emq_ok(c, emq_stats(c, "cap", &s));
+    cr_assert_eq(s.def_cap, 5);
+    struct emq_group_info *g = NULL;
+    size_t n = 0;
+    char cursor[33];
+    assert_emq_ok(c, emq_groups(c, "cap", "0", 10, &g, &n, cursor));
+    cr_assert_eq(n, 2);
+    for (size_t i = 0; i < n; i++) {
+        bool a = strcmp(g[i].group, "TENa") == 0;
+        cr_assert_eq(g[i].cap, a ? 1 : 5);
+        cr_assert_eq(g[i].cap_from, a ? EMQ_FROM_GROUP : EMQ_FROM_QUEUE);
+        cr_assert_eq(g[i].delayed, 0);
+    }
+    free(g);
+    assert_emq_ok(c, emq_cap(c, "cap", "TENa", 0));
+    assert_emq_ok(c, emq_cap(c, "cap", NULL, 0));
+    o.group = "TENa";
+    assert_emq_ok(c, emq_enqueue(c, "cap", p, &o, NULL));
+    json_decref(p);
+    emq_close(c);
+}
+
 Test(libemq, rate_holds_a_group_to_one_lease_per_spacing)
 {
     struct emq *c = lib_conn();

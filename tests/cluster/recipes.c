@@ -223,9 +223,9 @@ static bool group_numbers(const char *g, long long out[5])
     do {
         redisReply *r = cf_call(SCRIPT_GROUPS, cursor, "100", NULL);
         cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
-        cr_assert_eq((r->elements - 1) % 12, 0);
+        cr_assert_eq((r->elements - 1) % 15, 0);
         snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
-        for (size_t i = 1; i < r->elements; i += 12) {
+        for (size_t i = 1; i < r->elements; i += 15) {
             if (strcmp(r->element[i]->str, g) != 0)
                 continue;
             found = true;
@@ -386,6 +386,24 @@ static void r_rate(void)
     cf_settle();
 }
 
+static void r_cap(void)
+{
+    /* A cap of 1: the second job, delayed or not, is refused and written
+     * nowhere; the lane's delayed index is in the queue's slot. */
+    cr_assert_eq(fx_int(SCRIPT_CAP, "TENcp", "1", NULL), 1);
+    cr_assert_eq(fx_enqueue_delayed("JOBcp1", "TENcp", 60000, 0), 1);
+    redisReply *r = cf_call(SCRIPT_ENQUEUE, "JOBcp2", "TENcp", "{}", "0", "0", NULL);
+    cr_assert(r->type == REDIS_REPLY_ARRAY && r->elements == 3 && r->element[0]->integer == -1 &&
+                  r->element[1]->integer == 1,
+              "refused by the cap of 1");
+    freeReplyObject(r);
+    cr_assert(!cf_row_exists("JOBcp2"), "a refusal writes no row");
+    r = cf_call(SCRIPT_REMOVE, "JOBcp1", NULL);
+    freeReplyObject(r);
+    cr_assert_eq(fx_int(SCRIPT_CAP, "TENcp", "0", NULL), 1);
+    cf_settle();
+}
+
 static void r_pause(void)
 {
     cr_assert_eq(fx_enqueue("JOBpa1", "TENpa", "{}"), 1);
@@ -528,7 +546,7 @@ static void r_stats(void)
     cr_assert_eq(fx_enqueue("JOBst2", NULL, "{}"), 1);
     cr_assert_eq(fx_enqueue("JOBst3", "TENst", "{}"), 1);
     struct leased f = cf_claim_one(true, 60000);
-    redisReply *r = cf_array(12, SCRIPT_STATS, NULL);
+    redisReply *r = cf_array(13, SCRIPT_STATS, NULL);
     /* pending, active, delayed, dead, ring, groups, paused, flat */
     long long want[8] = {2, 1, 0, 0, 1, -1, 0, 0};
     for (int i = 0; i < 8; i++)
@@ -542,6 +560,7 @@ static void r_stats(void)
 }
 
 cluster_recipe *const cluster_recipes[SCRIPT__COUNT] = {
+    [SCRIPT_CAP] = r_cap, /* bounded lanes */
     [SCRIPT_CHECK] = r_check,
     [SCRIPT_CLAIM] = r_claim,
     [SCRIPT_CLAIM_FLAT] = r_claim_flat,

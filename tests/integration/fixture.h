@@ -67,6 +67,16 @@ static inline long long fx_redis_calls(const char *cmd)
     return n;
 }
 
+/* How many keys the fixture's Redis holds (DBSIZE). */
+static inline long long fx_redis_dbsize(void)
+{
+    redisContext *r = redis_server_connect(&fx_redis);
+    cr_assert_not_null(r);
+    long long n = redis_int(r, "DBSIZE");
+    redisFree(r);
+    return n;
+}
+
 /* A new connection to the fixture's emqd; asserts on failure. */
 static inline struct tc_conn *fx_conn(void)
 {

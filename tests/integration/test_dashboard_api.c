@@ -165,18 +165,6 @@ static long long script_calls(enum script_id id)
     return n;
 }
 
-static long long redis_dbsize(void)
-{
-    redisContext *r = redis_server_connect(&fx_redis);
-    cr_assert_not_null(r);
-    redisReply *rep = redisCommand(r, "DBSIZE");
-    cr_assert(rep != NULL && rep->type == REDIS_REPLY_INTEGER);
-    long long n = rep->integer;
-    freeReplyObject(rep);
-    redisFree(r);
-    return n;
-}
-
 /* The body is {"ok":true,...}: parsed, for the caller to free. */
 static json_t *ok_body(const char *body)
 {
@@ -261,14 +249,14 @@ Test(dashboard_api, the_gate_refuses_forged_and_unauthenticated_requests)
         {"Authorization: Bearer s3cret\r\n" PAGE, "GET", 405, "EPROTO"},
         {"Authorization: Bearer s3cret\r\n" PAGE, "PUT", 405, "EPROTO"},
     };
-    long long before = redis_dbsize();
+    long long before = fx_redis_dbsize();
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
         struct answer *a = http(refused[i].method, "/api/pause", refused[i].headers, pause);
         cr_assert_eq(a->status, refused[i].status, "case %zu: HTTP %d %s", i, a->status, a->body);
         assert_error_body(a->body, refused[i].code);
         cr_assert(!paused(c, "gq", "TENa"), "case %zu paused the group", i);
     }
-    cr_assert_eq(redis_dbsize(), before);
+    cr_assert_eq(fx_redis_dbsize(), before);
 
     /* Without the token even an op that does not exist is EAUTH (as on a
      * connection before hello). */
@@ -388,13 +376,13 @@ Test(dashboard_api, ops_the_api_does_not_offer_are_refused)
     fx_setup();
     struct tc_conn *c = fx_conn();
     json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"oq\",\"payload\":1}"));
-    long long before = redis_dbsize();
+    long long before = fx_redis_dbsize();
     const char *const offlimits[] = {"claim",  "stream", "complete", "hello", "enqueue", "quit",
                                      "nosuch", "STATS",  "stats/x",  "a-b",   ""};
     for (size_t i = 0; i < sizeof(offlimits) / sizeof(offlimits[0]); i++)
         assert_error_body(api("", offlimits[i], "{\"queue\":\"oq\",\"payload\":1}", 404),
                           "EUNKNOWN");
-    cr_assert_eq(redis_dbsize(), before);
+    cr_assert_eq(fx_redis_dbsize(), before);
     json_t *r = OK(c, "{\"op\":\"stats\",\"queue\":\"oq\"}");
     cr_assert_eq(jint(r, "pending"), 1);
     cr_assert_eq(jint(r, "active"), 0);
@@ -409,7 +397,7 @@ Test(dashboard_api, bad_input_gets_the_protocols_errors_and_writes_nothing)
     fx_setup();
     struct tc_conn *c = fx_conn();
     json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"bq\",\"payload\":1,\"group\":\"TENa\"}"));
-    long long before = redis_dbsize();
+    long long before = fx_redis_dbsize();
     static const struct {
         const char *op, *body, *code;
     } bad[] = {
@@ -438,7 +426,7 @@ Test(dashboard_api, bad_input_gets_the_protocols_errors_and_writes_nothing)
     const char *const not_objects[] = {"[1]", "\"x\"", "7", "null", "queue=bq"};
     for (size_t i = 0; i < sizeof(not_objects) / sizeof(not_objects[0]); i++)
         assert_error_body(api("", "pause", not_objects[i], 400), "EPROTO");
-    cr_assert_eq(redis_dbsize(), before, "a refused request wrote to Redis");
+    cr_assert_eq(fx_redis_dbsize(), before, "a refused request wrote to Redis");
     cr_assert(!paused(c, "bq", "TENa"));
     json_t *q = OK(c, "{\"op\":\"stats\",\"queue\":\"fresh\"}");
     cr_assert_eq(jint(q, "groups"), 0);

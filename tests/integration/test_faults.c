@@ -393,6 +393,7 @@ Test(faults, a_backend_out_of_memory_refuses_enqueues_and_lets_the_backlog_drain
         tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"om\",\"group\":\"TENa\",\"payload\":9}");
     assert_err(r, "EFULL");
     cr_assert(jstr(r, "job")[0] != '\0', "the refused job is named, for a retry");
+    cr_assert_null(json_object_get(r, "cap"), "a full store is not a full lane: no cap");
     cr_assert_null(strstr(jstr(r, "message"), "script"), "no Redis internals: %s",
                    jstr(r, "message"));
     json_decref(r);

@@ -143,11 +143,11 @@ LANE_TEST(defaults, groups_shows_what_applies_and_where_it_comes_from)
     cr_assert_eq(fx_int(SCRIPT_WEIGHT, "TENa", "5", NULL), 1);
     cr_assert_eq(fx_int(SCRIPT_RATE, "", "10", "1000", NULL), 1);
     redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_GROUPS, "0", "100", NULL);
-    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 1 + 2 * 12);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 1 + 2 * 15);
     int seen = 0;
-    for (size_t i = 1; i < r->elements; i += 12) {
-        long long f[12];
-        for (int k = 1; k < 12; k++)
+    for (size_t i = 1; i < r->elements; i += 15) {
+        long long f[15];
+        for (int k = 1; k < 15; k++)
             f[k] = r->element[i + k]->integer;
         /* limit, weight, rate max, rate per_ms; the three sources. */
         if (strcmp(r->element[i]->str, "TENa") == 0) {
@@ -160,6 +160,7 @@ LANE_TEST(defaults, groups_shows_what_applies_and_where_it_comes_from)
             seen++;
         }
         cr_assert(f[6] == 10 && f[7] == 1000 && f[11] == 2, "the queue's rate");
+        cr_assert(f[12] == 0 && f[13] == -1 && f[14] == 0, "nothing delayed, no cap");
     }
     cr_assert_eq(seen, 2);
     freeReplyObject(r);

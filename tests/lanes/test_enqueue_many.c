@@ -103,6 +103,38 @@ LANE_TEST(enqueue_many, one_verdict_per_item_in_order_and_refusals_write_nothing
     freeReplyObject(rm);
 }
 
+/* A lane at its cap refuses the items that would go past it, within one
+ * call: {-1, cap, from} for each, nothing written for them, and the
+ * items of other lanes and the duplicates around them answered as usual. */
+LANE_TEST(enqueue_many, a_full_lane_refuses_its_items_within_a_call)
+{
+    cr_assert_eq(fx_int(SCRIPT_CAP, "TENc", "2", NULL), 1);
+    const char *args[] = {
+        "JOBc1", "TENc", "{}", "0",     "0", /* 1 of 2 */
+        "JOBc2", "TENc", "{}", "60000", "0", /* 2 of 2: delayed jobs count too */
+        "JOBc3", "TENc", "{}", "0",     "0", /* refused */
+        "JOBc1", "TENc", "{}", "0",     "0", /* a duplicate: not refused, writes nothing */
+        "JOBc4", "TENd", "{}", "0",     "0", /* another lane */
+    };
+    redisReply *r = many(&fx_q, 5, args);
+    cr_assert_eq(r->element[0]->integer, 1);
+    cr_assert_eq(r->element[1]->integer, 1);
+    const redisReply *full = r->element[2];
+    cr_assert_eq(full->type, REDIS_REPLY_ARRAY);
+    cr_assert_eq(full->elements, 3);
+    cr_assert_eq(full->element[0]->integer, -1);
+    cr_assert_eq(full->element[1]->integer, 2);
+    cr_assert_str_eq(full->element[2]->str, "group");
+    cr_assert_eq(r->element[3]->type, REDIS_REPLY_INTEGER);
+    cr_assert_eq(r->element[3]->integer, 0);
+    cr_assert_eq(r->element[4]->integer, 1);
+    freeReplyObject(r);
+    char k[160];
+    snprintf(k, sizeof(k), "%sjob:JOBc3", fx_q.prefix);
+    cr_assert_eq(key_int("EXISTS", k), 0, "a refused item writes no row");
+    freeReplyObject(lanes_call(fx_conn, &fx_q, SCRIPT_REMOVE, "JOBc2", NULL));
+}
+
 LANE_TEST(enqueue_many, a_malformed_call_is_refused_whole)
 {
     const char *args[] = {"JOBb1", "TENa", "{}", "0"}; /* four arguments: not whole items */

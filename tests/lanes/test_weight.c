@@ -5,7 +5,8 @@
  * long seeded sequence of moves and must agree on every job served and on
  * the ring after every move. The model also sets the queue-wide defaults
  * (limit, weight and rate without a group), which apply to every lane
- * without a setting of its own. The model's rates are one lease a minute, so
+ * without a setting of its own, and caps (own and default), which refuse
+ * an enqueue into a lane that holds its cap. The model's rates are one lease a minute, so
  * that a rated lane, once leased, is held for the rest of the sequence
  * unless its rate is removed: what time does to rates is the subject of
  * tests/lanes/test_rate.c. */
@@ -272,6 +273,7 @@ struct m_lane {
     char name[8];
     int enq, next;             /* jobs enqueued so far; the next to serve */
     int active, limit, weight; /* its own settings; 0: none */
+    int cap;                   /* its own cap (pending jobs: the model delays none); 0: none */
     bool paused;
     bool rated, held;     /* a rate of 1 a minute; held: leased under it */
     char leased[512][72]; /* its jobs in flight, oldest first, and their tokens */
@@ -280,13 +282,14 @@ struct m_lane {
 
 struct model {
     struct m_lane lane[M_LANES];
-    int dlimit, dweight; /* the queue defaults; 0: none */
-    bool drated;         /* a default rate of one lease a minute */
+    int dlimit, dweight, dcap; /* the queue defaults; 0: none */
+    bool drated;               /* a default rate of one lease a minute */
     int ring[M_LANES], nring;
     int used;           /* jobs the ring head has had in its turn */
     int served, turned; /* jobs served; of them, a turn's second or later */
     int throttled;      /* of them, leases that put a lane under its rate */
     int defaults;       /* default ceilings set, each re-placing every lane */
+    int refused;        /* enqueues refused by a cap */
 };
 
 static int m_depth(const struct model *m, int l)
@@ -441,17 +444,33 @@ static void step(struct model *m, unsigned *seed, int k)
     struct m_lane *x = &m->lane[l];
     char num[16], ids[16][72];
     struct leased j[16];
-    switch (rand_r(seed) % 15) {
+    switch (rand_r(seed) % 17) {
     case 0:
     case 1:
-    case 2: /* enqueue a few */
+    case 2: /* enqueue a few; a lane at its cap refuses, writing nothing */
         v = 1 + rand_r(seed) % 4;
         if (x->enq + v >= 400)
             break;
-        enqueue_n(x->name, x->enq, v);
-        x->enq += v;
-        if (m_depth(m, l) == v && m_pos(m, l) < 0 && m_serviceable(m, l))
-            m->ring[m->nring++] = l;
+        for (int i = 0; i < v; i++) {
+            int cap = x->cap ? x->cap : m->dcap;
+            bool refuse = cap > 0 && m_depth(m, l) >= cap;
+            char job[72];
+            snprintf(job, sizeof(job), "JOB%s-%05d", x->name, x->enq);
+            redisReply *r =
+                lanes_call(fx_conn, &fx_q, SCRIPT_ENQUEUE, job, x->name, "{}", "0", "0", NULL);
+            cr_assert(r != NULL);
+            cr_assert_eq(r->type == REDIS_REPLY_ARRAY, refuse, "move %d: %s %s refused", k, job,
+                         refuse ? "not" : "");
+            cr_assert(refuse || (r->type == REDIS_REPLY_INTEGER && r->integer == 1));
+            freeReplyObject(r);
+            if (refuse) {
+                m->refused++;
+                continue;
+            }
+            x->enq++;
+            if (m_depth(m, l) == 1 && m_pos(m, l) < 0 && m_serviceable(m, l))
+                m->ring[m->nring++] = l;
+        }
         break;
     case 3:
     case 4:
@@ -527,6 +546,20 @@ static void step(struct model *m, unsigned *seed, int k)
                 m->lane[i].held = false; /* left with no rate, the TAT goes */
         m_replace_all(m);
         break;
+    case 15: /* a cap, or (as often) none: no lane moves */
+        v = rand_r(seed) % 2 ? 0 : 1 + rand_r(seed) % 6;
+        snprintf(num, sizeof(num), "%d", v);
+        cr_assert_eq(fx_int(SCRIPT_CAP, x->name, num, NULL), 1);
+        x->cap = v;
+        break;
+    case 16: /* the default cap: set now and then, removed soon after */
+        if (!m->dcap && rand_r(seed) % 3 != 0)
+            break;
+        v = m->dcap ? 0 : 2 + rand_r(seed) % 5;
+        snprintf(num, sizeof(num), "%d", v);
+        cr_assert_eq(fx_int(SCRIPT_CAP, "", num, NULL), 1);
+        m->dcap = v;
+        break;
     default: /* pause or resume */
         x->paused = !x->paused;
         cr_assert_eq(fx_int(x->paused ? SCRIPT_PAUSE : SCRIPT_RESUME, x->name, NULL), 1);
@@ -559,6 +592,7 @@ static void run_model(unsigned seed, int moves)
     cr_assert_gt(m.turned, 20, "only %d jobs in weighted turns", m.turned);
     cr_assert_gt(m.throttled, 5, "only %d leases under a rate", m.throttled);
     cr_assert_gt(m.defaults, 50, "only %d default ceilings set", m.defaults);
+    cr_assert_gt(m.refused, 20, "only %d enqueues refused by a cap", m.refused);
 }
 
 LANE_TEST(weight, the_model_agrees_on_every_job_served)

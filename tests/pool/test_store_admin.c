@@ -303,7 +303,8 @@ Test(store_admin, reads_decode)
                                .def_limit = -1,
                                .def_weight = -1,
                                .def_rate_max = -1,
-                               .def_rate_per_ms = -1};
+                               .def_rate_per_ms = -1,
+                               .def_cap = -1};
     cr_assert_arr_eq(&w.got.stats, &want, sizeof(want));
 
     CALL(store_groups(&w.sq, "0", 100, groups, NULL));

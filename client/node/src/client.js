@@ -492,6 +492,12 @@ export class Client extends EventEmitter {
     await this.request('rate', { queue, group: group ?? undefined, max: removal ? null : max, per_ms: removal ? undefined : perMs });
   }
 
+  /** At most maxPending pending + delayed jobs in the group's lane (PROTOCOL.md 6.15): an
+   * enqueue into a full lane rejects with FullError carrying cap and group; null removes it. */
+  async cap(queue, group, maxPending) {
+    await this.request('cap', { queue, group: group ?? undefined, max_pending: maxPending === undefined ? null : maxPending });
+  }
+
   async pause(queue, group) {
     return (await this.request('pause', { queue, group })).changed;
   }
@@ -625,7 +631,7 @@ export class Client extends EventEmitter {
 /** The ops a Pipeline can queue: every Client op. */
 export const PIPELINE_OPS = Object.freeze([
   'ping', 'enqueue', 'enqueueMany', 'claim', 'stream', 'complete', 'fail', 'release', 'extend',
-  'limit', 'weight', 'rate', 'pause', 'resume', 'reassign', 'drain', 'depth', 'reap', 'stats', 'groups', 'job',
+  'limit', 'weight', 'rate', 'cap', 'pause', 'resume', 'reassign', 'drain', 'depth', 'reap', 'stats', 'groups', 'job',
   'peek', 'remove', 'deadList', 'deadRetry', 'deadPurge', 'check', 'queues', 'forget', 'clients', 'client', 'request',
 ]);
 

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import {
   Client, Job, EmqError, LeaseError, NoJobError, KindError, BrandError, QueueNameError,
   ArgumentError, NotFoundError, StateError, EmptyBatchError, UnknownOpError, AuthError, TooBigError,
-  ConnectionLost, UsageError, CODES, ERROR_CLASSES, parseAddr, PermissionDeniedError,
+  ConnectionLost, UsageError, CODES, ERROR_CLASSES, parseAddr, PermissionDeniedError, FullError,
 } from '../src/index.js';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -236,13 +236,36 @@ test('defaults: limit and weight without a group apply to groups without their o
   await c.limit(q, 'TENb', 2);
   await c.weight(q, undefined, 2);
   await assert.rejects(c.weight(q, null, 0), (e) => e instanceof ArgumentError);
-  assert.deepEqual((await c.stats(q)).defaults, { limit: 1, weight: 2, rate: null });
+  assert.deepEqual((await c.stats(q)).defaults, { limit: 1, weight: 2, rate: null, cap: null });
   const from = (await c.groups(q)).groups.map((g) => [g.group, g.limit, g.limit_from, g.weight_from]).sort();
   assert.deepEqual(from, [['TENa', 1, 'queue', 'queue'], ['TENb', 2, 'group', 'queue']]);
   assert.deepEqual((await c.claim(q, { count: 6 })).map((j) => j.id), ['JOBTENa0', 'JOBTENb0', 'JOBTENb1']);
   await c.limit(q, null, null);
   await c.weight(q, null, null);
-  assert.deepEqual((await c.stats(q)).defaults, { limit: null, weight: null, rate: null });
+  assert.deepEqual((await c.stats(q)).defaults, { limit: null, weight: null, rate: null, cap: null });
+  assert.deepEqual(await c.check(q), []);
+});
+
+test('cap: a full lane rejects with FullError naming the cap, pipelined in order', async () => {
+  const q = qname();
+  await c.cap(q, 'TENa', 1);
+  await assert.rejects(c.cap(q, 'TENa', 0), (e) => e instanceof ArgumentError);
+  const p = c.pipeline();
+  p.enqueue(q, 1, { group: 'TENa', job: 'JOBa1' });
+  p.enqueue(q, 2, { group: 'TENa', job: 'JOBa2' });
+  p.cap(q, 'TENa', null);
+  p.enqueue(q, 2, { group: 'TENa', job: 'JOBa2' });
+  const r = await p.exec();
+  assert.equal(r[0].status, 'fulfilled');
+  assert.equal(r[1].status, 'rejected');
+  assert.ok(r[1].reason instanceof FullError);
+  assert.deepEqual([r[1].reason.cap, r[1].reason.group, r[1].reason.job], [1, 'TENa', 'JOBa2']);
+  assert.equal(r[3].status, 'fulfilled', 'admitted once the cap is gone');
+  await c.cap(q, null, 5);
+  assert.equal((await c.stats(q)).defaults.cap, 5);
+  const g = (await c.groups(q)).groups.find((x) => x.group === 'TENa');
+  assert.deepEqual([g.cap, g.cap_from, g.depth, g.delayed], [5, 'queue', 2, 0]);
+  await c.cap(q, null, null);
   assert.deepEqual(await c.check(q), []);
 });
 

@@ -279,6 +279,16 @@ def rate(queue: str, group: Optional[str], max: Optional[int], per_ms: Optional[
     return Call(r, _none)
 
 
+def cap(queue: str, group: Optional[str], max_pending: Optional[int]) -> Call[None]:
+    """Bound one group's lane to ``max_pending`` pending + delayed jobs
+    (5.32, 6.15): an enqueue into a lane that holds them raises
+    ``FullError`` with ``cap`` and ``group`` set, and writes nothing.
+    ``None`` removes the cap; ``group`` ``None``: the queue default."""
+    r = _req("cap", queue=queue, group=group)
+    r["max_pending"] = max_pending  # None goes on the wire as null: the removal
+    return Call(r, _none)
+
+
 def pause(queue: str, group: str) -> Call[bool]:
     """Pause one group (5.13): its lane leaves the ring; enqueues and
     in-flight jobs are untouched. Returns whether it was not paused

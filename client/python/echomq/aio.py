@@ -133,6 +133,7 @@ class AsyncClient:
     limit = _awaited(_ops.limit)
     weight = _awaited(_ops.weight)
     rate = _awaited(_ops.rate)
+    cap = _awaited(_ops.cap)
     pause = _awaited(_ops.pause)
     resume = _awaited(_ops.resume)
     reassign = _awaited(_ops.reassign)

@@ -32,13 +32,16 @@ class EmqError(Exception):
     failures, ``"ECONN"`` / ``"ETIMEOUT"``. ``message`` is the server's
     text (not part of the contract). ``job`` is set on the errors of an
     ``enqueue`` (and of ``enqueue_many`` items) that passed their argument
-    checks: the id to retry with (PROTOCOL.md section 3).
+    checks: the id to retry with (PROTOCOL.md section 3). ``cap`` and
+    ``group`` are set on an ``EFULL`` from a lane at its cap (6.15), and
+    only then: a backend out of memory is ``EFULL`` without them.
     """
 
     code: str = "EUNKNOWNCODE"
     """The wire code of this error (class attribute on each subclass)."""
 
-    def __init__(self, message: str = "", *, code: Optional[str] = None, job: Optional[str] = None) -> None:
+    def __init__(self, message: str = "", *, code: Optional[str] = None, job: Optional[str] = None,
+                 cap: Optional[int] = None, group: Optional[str] = None) -> None:
         super().__init__(message)
         if code is not None:
             self.code = code
@@ -46,17 +49,22 @@ class EmqError(Exception):
         """The human-readable message (not part of the contract)."""
         self.job: Optional[str] = job
         """The job id to retry an ``enqueue`` with, when the server gave one."""
+        self.cap: Optional[int] = cap
+        """The cap of the full lane that refused an enqueue (``EFULL``), else ``None``."""
+        self.group: Optional[str] = group
+        """The group of that lane, else ``None``."""
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}" if self.message else self.code
 
     def __reduce__(self) -> Tuple[Any, ...]:
-        return (_rebuild, (type(self), self.message, self.code, self.job))
+        return (_rebuild, (type(self), self.message, self.code, self.job, self.cap, self.group))
 
 
-def _rebuild(cls: Type[EmqError], message: str, code: str, job: Optional[str]) -> EmqError:
+def _rebuild(cls: Type[EmqError], message: str, code: str, job: Optional[str], cap: Optional[int] = None,
+             group: Optional[str] = None) -> EmqError:
     """Unpickle an :class:`EmqError` with all its attributes."""
-    return cls(message, code=code, job=job)
+    return cls(message, code=code, job=job, cap=cap, group=group)
 
 
 class ConnectionLost(EmqError, ConnectionError):
@@ -110,10 +118,13 @@ def error_from_reply(reply: Dict[str, Any]) -> EmqError:
     code = code if isinstance(code, str) else "EPROTO"
     message = reply.get("message")
     job = reply.get("job")
+    cap, group = reply.get("cap"), reply.get("group")
     return error_class(code)(
         message if isinstance(message, str) else "",
         code=code,
         job=job if isinstance(job, str) else None,
+        cap=cap if isinstance(cap, int) and not isinstance(cap, bool) else None,
+        group=group if isinstance(group, str) else None,
     )
 
 

@@ -179,7 +179,7 @@ class Stats:
     """Pending ungrouped jobs."""
     defaults: Mapping[str, Any] = field(default_factory=dict)
     """The queue-wide defaults (6.14): ``limit``, ``weight``, ``rate``
-    (``{"max", "per_ms"}``), each ``None`` when not set; empty from a daemon
+    (``{"max", "per_ms"}``), ``cap``, each ``None`` when not set; empty from a daemon
     without defaults."""
 
     @classmethod
@@ -218,6 +218,12 @@ class GroupInfo:
     """Where ``weight`` comes from, as ``limit_from``."""
     rate_from: Optional[str] = None
     """Where the rate comes from, as ``limit_from``."""
+    delayed: int = 0
+    """Its delayed jobs: with ``depth``, what its cap counts."""
+    cap: Optional[int] = None
+    """The most pending + delayed jobs its lane admits (6.15); ``None`` without one."""
+    cap_from: Optional[str] = None
+    """Where ``cap`` comes from, as ``limit_from``."""
 
     @classmethod
     def from_wire(cls, g: Mapping[str, Any]) -> "GroupInfo":
@@ -226,7 +232,8 @@ class GroupInfo:
         rate: Mapping[str, Any] = r if isinstance(r, dict) else {}
         return cls(str(g.get("group", "")), _int(g, "depth"), _int(g, "active"), _opt_int(g, "limit"), g.get("paused") is True,
                    _int(g, "weight", 1), _opt_int(rate, "max"), _opt_int(rate, "per_ms"), g.get("throttled") is True,
-                   _opt_str(g, "limit_from"), _opt_str(g, "weight_from"), _opt_str(g, "rate_from"))
+                   _opt_str(g, "limit_from"), _opt_str(g, "weight_from"), _opt_str(g, "rate_from"),
+                   _int(g, "delayed"), _opt_int(g, "cap"), _opt_str(g, "cap_from"))
 
 
 @dataclass(frozen=True)

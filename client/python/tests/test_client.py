@@ -241,13 +241,32 @@ def test_defaults_apply_to_groups_without_their_own(client: Client, other: Clien
     client.weight(queue, None, 2)
     with pytest.raises(echomq.ArgumentError):
         client.weight(queue, None, 0)
-    assert client.stats(queue).defaults == {"limit": 1, "weight": 2, "rate": None}
+    assert client.stats(queue).defaults == {"limit": 1, "weight": 2, "rate": None, "cap": None}
     got = sorted((g.group, g.limit, g.limit_from, g.weight_from) for g in other.groups(queue).groups)
     assert got == [("TENa", 1, "queue", "queue"), ("TENb", 2, "group", "queue")]
     assert [j.group for j in client.claim(queue, 6)] == ["TENa", "TENb", "TENb"]
     client.limit(queue, None, None)
     client.weight(queue, None, None)
-    assert client.stats(queue).defaults == {"limit": None, "weight": None, "rate": None}
+    assert client.stats(queue).defaults == {"limit": None, "weight": None, "rate": None, "cap": None}
+    assert client.check(queue) == []
+
+
+def test_cap_refuses_a_full_lane_with_full_error(client: Client, other: Client, queue: str) -> None:
+    assert client.cap(queue, "TENa", 2) is None
+    client.enqueue(queue, 1, group="TENa")
+    client.enqueue(queue, 2, group="TENa", delay_ms=60000)
+    with pytest.raises(echomq.FullError) as e:
+        client.enqueue(queue, 3, group="TENa", job="JOBfull")
+    assert (e.value.cap, e.value.group, e.value.job) == (2, "TENa", "JOBfull")
+    with pytest.raises(echomq.ArgumentError):
+        client.cap(queue, "TENa", 0)
+    client.cap(queue, None, 5)
+    assert client.stats(queue).defaults["cap"] == 5
+    info = {g.group: g for g in other.groups(queue).groups}
+    assert (info["TENa"].cap, info["TENa"].cap_from, info["TENa"].depth, info["TENa"].delayed) == (2, "group", 1, 1)
+    client.cap(queue, "TENa", None)
+    client.cap(queue, None, None)
+    assert client.enqueue(queue, 3, group="TENa", job="JOBfull").job == "JOBfull"
     assert client.check(queue) == []
 
 
