@@ -73,11 +73,22 @@ test('the README producer and worker, as printed', async () => {
   const jobs = 5; // 1 + 2 the first time, 2 more (new ids) the second
 
   const w = run('worker.mjs');
-  await waitFor(() => (w.stdout.match(/^sent /gm) || []).length === jobs, {
-    what: `the worker to send ${jobs} mails (stdout: ${w.stdout} stderr: ${w.stderr})`,
-  });
-  const s = await admin.stats('mail');
-  assert.deepEqual([s.pending, s.active, s.delayed, s.dead], [0, 0, 0, 0]);
+  try {
+    await waitFor(() => (w.stdout.match(/^sent /gm) || []).length === jobs, {
+      what: `the worker to send ${jobs} mails (stdout: ${w.stdout} stderr: ${w.stderr})`,
+    });
+    // "sent" is printed before the handler returns and its completion
+    // reaches the daemon: wait for the completions, not just the prints.
+    let s;
+    await waitFor(async () => {
+      s = await admin.stats('mail');
+      return s.pending === 0 && s.active === 0;
+    }, { what: "every job completed (pending and active 0)" });
+    assert.deepEqual([s.pending, s.active, s.delayed, s.dead], [0, 0, 0, 0]);
+  } catch (e) {
+    w.child.kill('SIGKILL'); // a failed wait must not leave it running
+    throw e;
+  }
   // A clean stop: SIGTERM to the worker this test started.
   w.child.kill('SIGTERM');
   assert.deepEqual(await w.exited, { code: 0, sig: null }, w.stderr);
