@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -970,6 +971,18 @@ Test(libemq, a_stopped_daemon_is_etimeout)
     emq_close(c);
 }
 
+/* Whether a connection to the unix socket at path is accepted now. */
+static bool unix_accepts(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
 Test(libemq, unix_socket_connect)
 {
     char path[64];
@@ -978,6 +991,9 @@ Test(libemq, unix_socket_connect)
     emqd_kill(&fx_emqd);
     const char *const extra[] = {"--unix", path, NULL};
     cr_assert_eq(emqd_start(&fx_emqd, fx_redis.port, extra), 0);
+    /* emqd_start waits for the TCP listener, which emqd opens just before
+     * the unix one: wait for the socket this test uses. */
+    await(unix_accepts(path), "emqd to listen on %s", path);
     struct emq_options o = {0};
     char addr[80];
     snprintf(addr, sizeof(addr), "unix:%s", path);
