@@ -4,7 +4,7 @@
 // installed by `compare` into a temporary directory (NODE_PATH); nothing of
 // it is committed.
 //
-//   node bullmq_bench.js --port P --mode e2e|fair|latency|phases
+//   node bullmq_bench.js --port P --mode e2e|fair|latency|phases|flood
 //     [--jobs N] [--producers N] [--batch B] [--pipeline P] [--workers M]
 //     [--concurrency C] [--payload BYTES] [--fairness H,L,K] [--rate R]
 //     [--bulk B] [--settle complete|fail|dead] [--marks 1] [--duration S]
@@ -16,6 +16,9 @@
 // a fixed backoff of an hour, so it goes delayed; dead: attempts 1, so it
 // goes to the failed set), none fetching the next job. With --marks 1 it
 // prints {"mark":PHASE} before each phase and waits for a line on stdin.
+// flood: T tenants' K jobs each in one FIFO queue (--fairness T,K,L), then
+// a worker, and L lone-tenant jobs added at --rate per second meanwhile:
+// their add -> processing times.
 'use strict';
 
 const { Queue, Worker } = require('bullmq');
@@ -263,6 +266,43 @@ async function phases(o, connection, name) {
   return { enqueued: sent, pushed: fetched, completed: settled, counts };
 }
 
+async function flood(o, connection, name) {
+  const [tenants, each, lone] = o.fairness.split(',').map(Number);
+  const q = new Queue(name, { connection });
+  await q.waitUntilReady();
+  const chunk = 1000;
+  const total = tenants * each;
+  for (let i = 0; i < total; i += chunk) {
+    const jobs = [];
+    for (let k = i; k < Math.min(total, i + chunk); k++) {
+      const p = 'x'.repeat(Math.max(1, o.payload - 40));
+      jobs.push({ name: 'h', data: { g: k % tenants, p } });
+    }
+    await q.addBulk(jobs);
+  }
+  const wait = [];
+  let completed = 0;
+  let done;
+  const allDone = new Promise((r) => { done = r; });
+  const w = new Worker(name, async (job) => {
+    if (job.data.lone) wait.push(Number(now() - BigInt(job.data.t)));
+  }, { connection, concurrency: o.concurrency, removeOnComplete: { count: 0 } });
+  w.on('completed', () => { if (++completed === total + lone) done(); });
+  let sent = 0;
+  await new Promise((resolve) => {
+    const iv = setInterval(async () => {
+      if (sent >= lone) { clearInterval(iv); resolve(); return; }
+      sent++;
+      await q.add('l', makePayload(o, { lone: true }));
+    }, Math.max(1, Math.round(1000 / o.rate)));
+  });
+  await allDone;
+  await w.close();
+  await q.obliterate({ force: true });
+  await q.close();
+  return { completed, lone, lone_pushed: wait.length, lone_wait_ms: msList(wait) };
+}
+
 async function main() {
   const o = parseArgs(process.argv);
   const connection = { host: '127.0.0.1', port: o.port, maxRetriesPerRequest: null };
@@ -271,7 +311,7 @@ async function main() {
     process.stdout.write(JSON.stringify({ timed_out: true, error: 'timed out' }) + '\n');
     process.exit(1);
   }, o.duration * 1000);
-  const modes = { e2e, fair, latency, phases };
+  const modes = { e2e, fair, latency, phases, flood };
   if (!modes[o.mode]) throw new Error(`bad mode ${o.mode}`);
   const r = await modes[o.mode](o, connection, name);
   clearTimeout(timer);
