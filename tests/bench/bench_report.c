@@ -63,9 +63,10 @@ static void compute_shares(const struct bench *b, struct bench_result *r)
     free(dev);
 }
 
-/* The watched group's achieved lease rate, leaving out its first period
- * (a rate starts with a full allowance, a burst of up to max): leases from
- * first + per_ms to the end of the run, over that time. */
+/* The watched group's achieved lease rate: leases from its first lease +
+ * per_ms to the end of the run, over that time. The first period is left
+ * out so that a limiter allowing a burst at the start (emqd's GCRA allows
+ * none) could not make a short run look faster than its steady rate. */
 static void compute_watch(const struct bench *b, struct bench_result *r)
 {
     if (b->watch_t.n == 0)
