@@ -1,8 +1,8 @@
 /* bench: the shared state of emq-bench, a loopback load generator for emqd
  * (and, for comparison, beanstalkd). One libuv loop drives every
- * connection; nothing blocks. emq_bench.c holds the options, the run and the
- * report; bench_conn.c the connection plumbing; bench_emq.c and bench_bs.c
- * the two wire protocols. */
+ * connection; nothing blocks. emq_bench.c holds the run; bench_opts.c the
+ * options; bench_report.c the figures; bench_conn.c the connection
+ * plumbing; bench_emq.c and bench_bs.c the two wire protocols. */
 #ifndef EMQ_BENCH_H
 #define EMQ_BENCH_H
 
@@ -15,7 +15,10 @@
 enum bench_proto { BENCH_EMQ, BENCH_BEANSTALK };
 
 /* What a connection does. */
-enum bench_role { BENCH_PRODUCER, BENCH_WORKER, BENCH_IDLE };
+enum bench_role { BENCH_PRODUCER, BENCH_WORKER, BENCH_IDLE, BENCH_ADMIN, BENCH_LONE };
+
+/* How a worker settles each job it is given. */
+enum bench_settle { BENCH_COMPLETE, BENCH_FAIL, BENCH_DEAD };
 
 /* A growable byte buffer (reads and pending writes). */
 struct bench_buf {
@@ -57,6 +60,9 @@ struct bench_conn {
      * the handshake is done (the protocol starts then). */
     struct tls *tls;
     bool tls_up;
+    /* Worker with --hold: the settle lines of the jobs it holds, sent
+     * only once every job is leased. */
+    struct bench_buf held;
 };
 
 /* Options and counters of one run. */
@@ -79,6 +85,41 @@ struct bench {
     int emqd_pid;               /* to read VmRSS around the idle connections */
     uint64_t heavy;             /* fairness shape: heavy backlog, */
     unsigned light, light_jobs; /* then light groups of light_jobs each */
+    /* Phases (--claim, --hold, --settle, --marks): lease by claim rather
+     * than by stream; hold every lease until all jobs are leased, then
+     * settle them all; how to settle; and a line on stdout and one
+     * awaited on stdin at each phase boundary, so the caller can read
+     * Redis' counters there. */
+    bool claim, hold, marks, settling;
+    enum bench_settle settle;
+    /* Tenant settings (--weights, --group-rate, sent by one admin
+     * connection before the run): group g's weight is weights[g % nweights];
+     * the first rate_groups groups are limited to rate_max per rate_per_ms.
+     * With weighted_jobs the jobs are spread in proportion to the weights
+     * (pattern: each group g repeated by its weight). */
+    unsigned *weights, nweights;
+    bool weighted_jobs;
+    unsigned *pattern, npattern;
+    unsigned rate_max, rate_per_ms, rate_groups;
+    unsigned setup_sent, setup_ok;
+    /* --window W: deliveries per group among the first W, against each
+     * group's weighted share. */
+    uint64_t window;
+    uint64_t *served, *queued; /* per group */
+    /* --watch G: the push times of group G's jobs (achieved rate). */
+    long watch;
+    struct bench_lat watch_t;
+    /* --stop-ms S: end the run S ms after the workers start. */
+    uint64_t stop_ms;
+    uv_timer_t stop_timer;
+    bool stop_on;
+    /* --lone N: one more tenant, TENlone, enqueueing N single jobs at
+     * lone_rate per second once the workers start (after a prefill of the
+     * other groups), its enqueue -> push times kept apart; lone_weight is
+     * its weight (0 = none set). */
+    unsigned lone, lone_rate, lone_weight;
+    uint64_t lone_sent, lone_acked, lone_enqueued;
+    struct bench_lat lone_wait;
 
     struct bench_conn *conns;
     unsigned nconns, connected, idle_ready, idle_opened;
@@ -115,14 +156,26 @@ void bench_stop(struct bench *b);
 void bench_check_done(struct bench *b);
 void bench_start_workers(struct bench *b);
 void bench_idle_ready(struct bench *b);
+void bench_setup_done(struct bench *b);
 int bench_group_of(const struct bench *b, uint64_t job, char *out, size_t cap);
+long bench_group_index(const struct bench *b, uint64_t job);
+void bench_mark(struct bench *b, const char *phase);
 size_t bench_payload(const struct bench *b, char *out, size_t cap);
 uint64_t bench_parse_t(const char *p, const char *end);
+
+/* bench_opts.c */
+int bench_parse_args(struct bench *b, int argc, char **argv);
+unsigned bench_weight_of(const struct bench *b, unsigned g);
+
+/* bench_report.c */
+void bench_report(struct bench *b);
 
 /* bench_emq.c */
 void bench_emq_connected(struct bench_conn *c);
 size_t bench_emq_input(struct bench_conn *c, const char *p, size_t n);
 void bench_emq_produce(struct bench_conn *c);
+void bench_emq_lone(struct bench_conn *c);
+void bench_emq_settle_held(struct bench *b);
 
 /* bench_bs.c */
 void bench_bs_connected(struct bench_conn *c);

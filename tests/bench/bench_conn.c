@@ -144,10 +144,22 @@ void bench_acked(struct bench *b, uint64_t t0, uint32_t n, uint64_t k)
     }
 }
 
+/* The group index of job number `job` (not for a fairness shape): jobs
+ * spread round-robin over `groups`, or with --weighted-jobs in proportion
+ * to the groups' weights; -1 for no group (flat). */
+long bench_group_index(const struct bench *b, uint64_t job)
+{
+    if (b->groups == 0)
+        return -1;
+    if (b->npattern)
+        return (long)b->pattern[job % b->npattern];
+    return (long)(job % b->groups);
+}
+
 /* The group of job number `job`: with a fairness shape, the first `heavy`
  * jobs go to one heavy group and the rest fill the light groups one after
- * the other; otherwise jobs spread round-robin over `groups` (0 = flat).
- * Returns 1 for a light group's job, 0 otherwise, -1 for no group. */
+ * the other; otherwise as bench_group_index. Returns 1 for a light
+ * group's job, 0 otherwise, -1 for no group. */
 int bench_group_of(const struct bench *b, uint64_t job, char *out, size_t cap)
 {
     if (b->light) {
@@ -159,10 +171,28 @@ int bench_group_of(const struct bench *b, uint64_t job, char *out, size_t cap)
                  (unsigned long long)((job - b->heavy) / b->light_jobs));
         return 1;
     }
-    if (b->groups == 0)
+    long g = bench_group_index(b, job);
+    if (g < 0)
         return -1;
-    snprintf(out, cap, "TENg%07llu", (unsigned long long)(job % b->groups));
+    snprintf(out, cap, "TENg%07ld", g);
     return 0;
+}
+
+/* With --marks: tell the caller (one JSON line on stdout) that `phase` is
+ * about to start, and wait for its go-ahead (a line on stdin), so it can
+ * read Redis' counters exactly between two phases. Blocking here is
+ * deliberate: nothing of the run is in flight at a phase boundary. */
+void bench_mark(struct bench *b, const char *phase)
+{
+    char line[64];
+    if (!b->marks)
+        return;
+    printf("{\"mark\":\"%s\"}\n", phase);
+    fflush(stdout);
+    if (!fgets(line, sizeof(line), stdin)) {
+        snprintf(b->err, sizeof(b->err), "no go-ahead on stdin for phase %s", phase);
+        bench_stop(b);
+    }
 }
 
 /* A JSON object payload of about b->payload bytes carrying the send time

@@ -4,10 +4,21 @@
 // installed by `compare` into a temporary directory (NODE_PATH); nothing of
 // it is committed.
 //
-//   node bullmq_bench.js --port P --mode e2e|fair|latency [--jobs N]
-//     [--producers N] [--batch B] [--pipeline P] [--workers M]
+//   node bullmq_bench.js --port P --mode e2e|fair|latency|phases|flood
+//     [--jobs N] [--producers N] [--batch B] [--pipeline P] [--workers M]
 //     [--concurrency C] [--payload BYTES] [--fairness H,L,K] [--rate R]
-//     [--duration S]
+//     [--bulk B] [--settle complete|fail|dead] [--marks 1] [--duration S]
+//
+// phases: add (--bulk 0: Queue.add, producers x pipeline in flight) or
+// addBulk of B, then lease every job by Worker.getNextJob (manual
+// processing: one moveToActive call each, --workers loops), then settle
+// every held job by moveToCompleted or moveToFailed (fail: attempts 5 and
+// a fixed backoff of an hour, so it goes delayed; dead: attempts 1, so it
+// goes to the failed set), none fetching the next job. With --marks 1 it
+// prints {"mark":PHASE} before each phase and waits for a line on stdin.
+// flood: T tenants' K jobs each in one FIFO queue (--fairness T,K,L), then
+// a worker, and L lone-tenant jobs added at --rate per second meanwhile:
+// their add -> processing times.
 'use strict';
 
 const { Queue, Worker } = require('bullmq');
@@ -16,7 +27,7 @@ function parseArgs(argv) {
   const o = {
     port: 6379, mode: 'e2e', jobs: 100000, producers: 4, batch: 100, pipeline: 2,
     workers: 4, concurrency: 100, payload: 1024, fairness: '100000,100,10', rate: 500,
-    duration: 120,
+    duration: 120, bulk: 0, settle: 'complete', marks: 0,
   };
   for (let i = 2; i < argv.length; i += 2) {
     const k = argv[i].replace(/^--/, '');
@@ -170,6 +181,128 @@ async function latency(o, connection, name) {
   return { completed, rtt_ms: msList(rtt), e2p_ms: msList(e2p) };
 }
 
+// --marks: a phase boundary. The caller reads Redis' counters, then sends a
+// line to go on.
+let stdinLines = null;
+async function mark(o, phase) {
+  if (!o.marks) return;
+  if (!stdinLines) {
+    stdinLines = { n: 0, waiter: null };
+    require('readline').createInterface({ input: process.stdin }).on('line', () => {
+      if (stdinLines.waiter) {
+        const w = stdinLines.waiter;
+        stdinLines.waiter = null;
+        w();
+      } else stdinLines.n++;
+    });
+  }
+  process.stdout.write(JSON.stringify({ mark: phase }) + '\n');
+  await new Promise((r) => {
+    if (stdinLines.n > 0) { stdinLines.n--; r(); } else stdinLines.waiter = r;
+  });
+}
+
+async function phases(o, connection, name) {
+  const q = new Queue(name, { connection });
+  await q.waitUntilReady();
+  const opts = {
+    removeOnComplete: true,
+    attempts: o.settle === 'fail' ? 5 : 1,
+    backoff: { type: 'fixed', delay: 3600000 },
+  };
+  const workers = [];
+  for (let i = 0; i < o.workers; i++) {
+    const w = new Worker(name, null, { connection, autorun: false, lockDuration: 600000 });
+    await w.waitUntilReady();
+    workers.push(w);
+  }
+  await mark(o, 'enqueue');
+  let sent = 0;
+  const producer = async () => {
+    while (sent < o.jobs) {
+      if (o.bulk > 0) {
+        const n = Math.min(o.bulk, o.jobs - sent);
+        sent += n;
+        const jobs = [];
+        for (let i = 0; i < n; i++) jobs.push({ name: 'j', data: makePayload(o), opts });
+        await q.addBulk(jobs);
+      } else {
+        sent++;
+        await q.add('j', makePayload(o), opts);
+      }
+    }
+  };
+  const prods = [];
+  for (let i = 0; i < o.producers * o.pipeline; i++) prods.push(producer());
+  await Promise.all(prods);
+  await mark(o, 'lease');
+  const held = [];
+  let fetched = 0;
+  await Promise.all(workers.map(async (w, i) => {
+    const token = `bench-${i}`;
+    while (fetched < o.jobs) {
+      const job = await w.getNextJob(token, { block: false });
+      if (!job) break;
+      fetched++;
+      held.push([job, token]);
+    }
+  }));
+  if (fetched !== o.jobs) throw new Error(`leased ${fetched} of ${o.jobs}`);
+  await mark(o, 'settle');
+  let settled = 0;
+  const err = new Error('bench');
+  await Promise.all(workers.map(async (w, i) => {
+    for (let k = i; k < held.length; k += workers.length) {
+      const [job, token] = held[k];
+      if (o.settle === 'complete') await job.moveToCompleted('ok', token, false);
+      else await job.moveToFailed(err, token, false);
+      settled++;
+    }
+  }));
+  const counts = await q.getJobCounts('delayed', 'failed', 'completed', 'active');
+  await Promise.all(workers.map((w) => w.close()));
+  await q.obliterate({ force: true });
+  await q.close();
+  return { enqueued: sent, pushed: fetched, completed: settled, counts };
+}
+
+async function flood(o, connection, name) {
+  const [tenants, each, lone] = o.fairness.split(',').map(Number);
+  const q = new Queue(name, { connection });
+  await q.waitUntilReady();
+  const chunk = 1000;
+  const total = tenants * each;
+  for (let i = 0; i < total; i += chunk) {
+    const jobs = [];
+    for (let k = i; k < Math.min(total, i + chunk); k++) {
+      const p = 'x'.repeat(Math.max(1, o.payload - 40));
+      jobs.push({ name: 'h', data: { g: k % tenants, p } });
+    }
+    await q.addBulk(jobs);
+  }
+  const wait = [];
+  let completed = 0;
+  let done;
+  const allDone = new Promise((r) => { done = r; });
+  const w = new Worker(name, async (job) => {
+    if (job.data.lone) wait.push(Number(now() - BigInt(job.data.t)));
+  }, { connection, concurrency: o.concurrency, removeOnComplete: { count: 0 } });
+  w.on('completed', () => { if (++completed === total + lone) done(); });
+  let sent = 0;
+  await new Promise((resolve) => {
+    const iv = setInterval(async () => {
+      if (sent >= lone) { clearInterval(iv); resolve(); return; }
+      sent++;
+      await q.add('l', makePayload(o, { lone: true }));
+    }, Math.max(1, Math.round(1000 / o.rate)));
+  });
+  await allDone;
+  await w.close();
+  await q.obliterate({ force: true });
+  await q.close();
+  return { completed, lone, lone_pushed: wait.length, lone_wait_ms: msList(wait) };
+}
+
 async function main() {
   const o = parseArgs(process.argv);
   const connection = { host: '127.0.0.1', port: o.port, maxRetriesPerRequest: null };
@@ -178,7 +311,7 @@ async function main() {
     process.stdout.write(JSON.stringify({ timed_out: true, error: 'timed out' }) + '\n');
     process.exit(1);
   }, o.duration * 1000);
-  const modes = { e2e, fair, latency };
+  const modes = { e2e, fair, latency, phases, flood };
   if (!modes[o.mode]) throw new Error(`bad mode ${o.mode}`);
   const r = await modes[o.mode](o, connection, name);
   clearTimeout(timer);
