@@ -37,6 +37,9 @@ clock_ms = now
 local deadline = now + lease_ms
 local dl = int(deadline)
 local out = {deadline}
+-- Rates live in glimit: a queue without it has no throttled lane.
+if any_limit == nil then any_limit = call('EXISTS', K_GLIMIT) == 1 end
+if any_limit then unthrottle_due(now, 100) end
 if call('LLEN', K_RING) == 0 then return out end
 local tok = call('INCRBY', K_SEQ, int(n)) - n
 local served = 0

@@ -191,6 +191,29 @@ local function admit(g, spacing, tat)
   ring_push(g)
 end
 
+-- Return the lanes of the throttled index that are due at now (their
+-- rate allows a lease again) to where the ring rule puts them, at most
+-- max of them; returns how many. promote.lua runs it from the upkeep
+-- timer that the "due:" message arms, and claim.lua at every claim of a
+-- queue with settings: under load the upkeep's calls queue behind the
+-- queue's other calls at Redis, so a lane waiting for them was served
+-- well under its rate; a claim, the call that would serve it, finds it
+-- due itself. A due lane leaves the index first, so placement() sees it
+-- as any other.
+local function unthrottle_due(now, max)
+  local lanes = call('ZRANGE', K_THROTTLED, '-inf', now, 'BYSCORE', 'LIMIT', 0, max)
+  for _, g in ipairs(lanes) do
+    call('ZREM', K_THROTTLED, g)
+    local where, at = placement(g)
+    if where == 'ring' then
+      ring_push(g)
+    elseif where == 'wait' then
+      throttle(g, at)
+    end
+  end
+  return #lanes
+end
+
 -- The weighted turn in progress, from glimit's turn field: the ring head
 -- it names and how many jobs that head has had in it (nil, 0: none).
 local function turn_of(t)

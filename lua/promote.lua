@@ -25,21 +25,11 @@ for i = 1, #due, 2 do
     to_backlog(id, g)
   end
 end
--- A due lane leaves the index first, so placement() sees it as any other.
-local lanes = call('ZRANGE', K_THROTTLED, '-inf', now, 'BYSCORE', 'LIMIT', 0, max)
-for _, g in ipairs(lanes) do
-  call('ZREM', K_THROTTLED, g)
-  local where, at = placement(g)
-  if where == 'ring' then
-    ring_push(g)
-  elseif where == 'wait' then
-    throttle(g, at)
-  end
-end
+local lanes = unthrottle_due(now, max)
 local nxt = call('ZRANGE', K_DELAYED, 0, 0, 'WITHSCORES')
 local nxl = call('ZRANGE', K_THROTTLED, 0, 0, 'WITHSCORES')
 local next_due = tonumber(nxt[2] or '')
 if nxl[2] and (not next_due or tonumber(nxl[2]) < next_due) then next_due = tonumber(nxl[2]) end
-local done = #due / 2 + #lanes
+local done = #due / 2 + lanes
 if not next_due then return {done, -1} end
 return {done, math.max(0, math.ceil(next_due - now))}

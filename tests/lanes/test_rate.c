@@ -103,6 +103,34 @@ LANE_TEST(rate, a_held_lane_returns_when_due_and_wakes_an_empty_ring)
     cr_assert_str_eq(j[0].job, "JOBTENa-00001");
 }
 
+/* A claim finds a held lane due by itself, with no promote in between
+ * (under load the upkeep's promote waits behind the queue's other calls):
+ * it returns the lane to the ring and serves it, after the lanes already
+ * there. Before its due time the claim leaves it held. */
+LANE_TEST(rate, a_claim_returns_a_due_lane_without_waiting_for_promote)
+{
+    enqueue_n("TENa", 3);
+    enqueue_n("TENb", 1);
+    rate("TENa", "1", "150");
+    struct leased j[4];
+    long long deadline;
+    cr_assert_eq(fx_claim(1, 30000, j, &deadline), 1);
+    cr_assert_str_eq(j[0].group, "TENa");
+    long long due = due_of("TENa");
+    cr_assert_gt(due, 0, "TENa is held by its rate");
+    enqueue_n("TENc", 1);
+    if (fx_now_ms() < due) { /* still early (always, but on a very slow run) */
+        cr_assert_eq(fx_claim(1, 30000, j, &deadline), 1);
+        cr_assert_str_eq(j[0].group, "TENb", "a held lane is not served early");
+    }
+    fx_await_past(due);
+    size_t n = fx_claim(4, 30000, j, &deadline);
+    cr_assert_geq(n, 2);
+    cr_assert_str_eq(j[n - 1].group, "TENa", "the due lane is served, after the ring's lanes");
+    cr_assert_str_eq(j[n - 1].job, "JOBTENa-00001");
+    cr_assert_gt(due_of("TENa"), due, "and held again, one spacing later");
+}
+
 /* Drive a rated lane to empty with claims and promotes: every lease is at
  * least the spacing after the one before, on the server clock, so no
  * window of per_ms holds more than max. */
