@@ -224,8 +224,7 @@ static void render_groups(struct outbuf *o, const struct scrape *sc)
         "The period of the group's rate, ms (groups with a rate; deepest only).",
         "1 if the group is off the ring until its rate allows a lease (deepest only).",
         "Delayed jobs of the group: with its depth, what its cap counts (deepest only).",
-        "The most pending + delayed jobs the group's lane admits (groups with a cap; deepest "
-        "only)."};
+        "The most pending + delayed jobs its lane admits (groups with a cap; deepest only)."};
     char q[BRAND_QUEUE_MAX * 2 + 1], g[BRAND_ID_MAX * 2 + 1];
 
     for (size_t m = 0; m < sizeof(names) / sizeof(names[0]); m++) {
