@@ -312,6 +312,41 @@ static int big_id(int i)
     return i == 70 ? 10 : i == 130 ? 129 : i;
 }
 
+/* The enqueue calls MONITOR saw (m) that carry ids "<mark>NNNNN": their
+ * ids must come in the order want(0), want(1), ... want(n - 1), leaving
+ * out index skip (-1: none), at most per_call to a call. Returns how many
+ * calls carried them. */
+static int calls_in_order(const struct monitor *m, const char *mark, int (*want)(int), int n,
+                          int skip, int per_call)
+{
+    char quoted[16];
+    snprintf(quoted, sizeof(quoted), "\"%s", mark);
+    size_t len = strlen(quoted);
+    int at = 0, calls = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        if (strstr(m->lines[i], "\"EVALSHA\"") == NULL || strstr(m->lines[i], quoted) == NULL)
+            continue;
+        int items = 0;
+        for (const char *k = strstr(m->lines[i], quoted); k; k = strstr(k + len, quoted)) {
+            if (at == skip)
+                at++;
+            cr_assert_lt(at, n, "more items sent than made");
+            cr_assert_eq(atoi(k + len), want(at), "call %d: item %d out of order", calls, at);
+            at++;
+            items++;
+        }
+        cr_assert_leq(items, per_call, "one call carried %d items", items);
+        calls++;
+    }
+    cr_assert_eq(at, n, "every item in a call");
+    return calls;
+}
+
+static int same_id(int i)
+{
+    return i;
+}
+
 Test(order, a_batch_of_many_calls_keeps_input_order)
 {
     struct tc_conn *c = fx_conn();
@@ -357,23 +392,7 @@ Test(order, a_batch_of_many_calls_keeps_input_order)
 
     /* The calls: each at most 32 items, together every checked item once,
      * in input order. */
-    int want = 0, calls = 0;
-    for (size_t i = 0; i < m.n; i++) {
-        if (strstr(m.lines[i], "\"EVALSHA\"") == NULL || strstr(m.lines[i], "JOBm") == NULL)
-            continue;
-        int items = 0;
-        for (const char *k = strstr(m.lines[i], "\"JOBm"); k; k = strstr(k + 5, "\"JOBm")) {
-            if (want == 100)
-                want++;
-            cr_assert_lt(want, BIG, "more items sent than checked");
-            cr_assert_eq(atoi(k + 5), big_id(want), "call %d: item %d out of order", calls, want);
-            want++;
-            items++;
-        }
-        cr_assert_leq(items, ITEMS_PER_CALL, "one call carried %d items", items);
-        calls++;
-    }
-    cr_assert_eq(want, BIG, "every checked item in a call");
+    int calls = calls_in_order(&m, "JOBm", big_id, BIG, 100, ITEMS_PER_CALL);
     cr_assert_eq(calls, (BIG - 1 + ITEMS_PER_CALL - 1) / ITEMS_PER_CALL);
     monitor_free(&m);
     tc_close(c);
@@ -409,20 +428,7 @@ Test(order, large_payloads_cut_a_batch_into_short_calls)
     for (size_t i = 0; i < ITEMS; i++)
         cr_assert_str_eq(jstr(json_array_get(res, i), "verdict"), "enqueued", "item %zu", i);
     free_all(r, 1);
-    int next = 0, calls = 0;
-    for (size_t i = 0; i < m.n; i++) {
-        if (strstr(m.lines[i], "\"EVALSHA\"") == NULL || strstr(m.lines[i], "\"JOBl") == NULL)
-            continue;
-        int items = 0;
-        for (const char *k = strstr(m.lines[i], "\"JOBl"); k; k = strstr(k + 5, "\"JOBl")) {
-            cr_assert_eq(atoi(k + 5), next, "item %d out of order", next);
-            next++;
-            items++;
-        }
-        cr_assert_leq(items, 3, "one call carried %d items of 100 KiB", items);
-        calls++;
-    }
-    cr_assert_eq(next, ITEMS);
+    int calls = calls_in_order(&m, "JOBl", same_id, ITEMS, -1, 3);
     cr_assert_geq(calls, 3);
     monitor_free(&m);
     tc_close(c);
@@ -463,22 +469,7 @@ Test(order, pipelined_single_enqueues_share_calls_in_order)
     free_all(r, SINGLES + 1);
     cr_assert_eq(fx_stat(c, "osingle", "delayed"), 1);
 
-    int want = 0, calls = 0;
-    for (size_t i = 0; i < m.n; i++) {
-        if (strstr(m.lines[i], "\"EVALSHA\"") == NULL || strstr(m.lines[i], "\"JOBs") == NULL)
-            continue;
-        int items = 0;
-        for (const char *k = strstr(m.lines[i], "\"JOBs"); k; k = strstr(k + 5, "\"JOBs")) {
-            cr_assert_lt(want, SINGLES, "more enqueues sent than made");
-            cr_assert_eq(atoi(k + 5), big_id(want), "call %d: enqueue %d out of order", calls,
-                         want);
-            want++;
-            items++;
-        }
-        cr_assert_leq(items, ITEMS_PER_CALL, "one call carried %d items", items);
-        calls++;
-    }
-    cr_assert_eq(want, SINGLES, "every enqueue in a call");
+    int calls = calls_in_order(&m, "JOBs", big_id, SINGLES, -1, ITEMS_PER_CALL);
     /* One write of 200 lines is read in a few turns at most: calls are
      * shared (each enqueue its own EVALSHA would be 200). */
     cr_assert_leq(calls, SINGLES / 2, "%d calls for %d enqueues", calls, SINGLES);
