@@ -440,10 +440,16 @@ static void cmd_peek_cells(const json_t *j, char bufs[3][48], const char *cells[
     cells[5] = bufs[2];
 }
 
+/* The most jobs one peek asks for: the daemon's bound on its count
+ * (PROTOCOL.md, peek). A larger --page-size is a transport detail, so it
+ * is cut to this, as the scans cut theirs (ctl_scan). */
+#define PEEK_PAGE_MAX 1000
+
 static int cmd_peek(struct ctl *ctl)
 {
     long long left = ctl->opt[CTL_O_LIMIT] ? ctl->num[CTL_O_LIMIT] : 20;
     long long page = ctl->opt[CTL_O_PAGE] ? ctl->num[CTL_O_PAGE] : 100;
+    page = page < PEEK_PAGE_MAX ? page : PEEK_PAGE_MAX;
     struct table t;
     table_init(&t, peek_cols, 6, ctl->color, stdout);
     char cursor[EMQ_CURSOR_MAX] = "", bufs[3][48];

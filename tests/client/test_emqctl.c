@@ -917,6 +917,14 @@ Test(emqctl, peek_lists_jobs_and_remove_deletes_one)
     assert_exit(r, 0);
     cr_assert_str_eq(r.out, "(no jobs)\n");
     run_free(&r);
+    /* A page size past the daemon's bound of 1000 is cut to it, not sent
+     * to be refused. */
+    r = CTL("--json", "peek", "q", "TENp", "--page-size", "5000", "--limit", "2000");
+    assert_exit(r, 0);
+    j = json_line(r.out, 0);
+    cr_assert_eq(json_array_size(json_object_get(j, "jobs")), 3);
+    json_decref(j);
+    run_free(&r);
 
     EXPECT_CTL(2, "--yes", "remove", "q", "JOBp2");
     cr_assert_eq(depth(c, "TENp"), 3, "a refused remove changes nothing");
