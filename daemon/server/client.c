@@ -10,6 +10,7 @@
 #include "client_tls.h"
 #include "consumer.h"
 #include "lease.h"
+#include "addr.h"
 #include "log.h"
 #include "req.h"
 #include "server.h"
@@ -497,21 +498,8 @@ int client_accept(struct server *s, uv_stream_t *listener)
     if (c->unix_socket) {
         snprintf(c->addr, sizeof(c->addr), "unix#%llu", (unsigned long long)c->id);
     } else {
-        struct sockaddr_storage sa;
-        int len = sizeof(sa);
-        char ip[48] = "?";
-        int port = 0;
         uv_tcp_nodelay(&c->h.tcp, 1);
-        if (uv_tcp_getpeername(&c->h.tcp, (struct sockaddr *)&sa, &len) == 0) {
-            if (sa.ss_family == AF_INET6) {
-                uv_ip6_name((struct sockaddr_in6 *)&sa, ip, sizeof(ip));
-                port = ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
-            } else {
-                uv_ip4_name((struct sockaddr_in *)&sa, ip, sizeof(ip));
-                port = ntohs(((struct sockaddr_in *)&sa)->sin_port);
-            }
-        }
-        snprintf(c->addr, sizeof(c->addr), "%s:%d", ip, port);
+        addr_peer(&c->h.tcp, c->addr, sizeof(c->addr));
     }
     if (s->nclients > s->cfg->max_clients) {
         static const char full[] =

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "addr.h"
 #include "log.h"
 #include "tls.h"
 
@@ -244,21 +245,7 @@ const char *http_header(const struct http_conn *c, enum http_header h, size_t *l
 
 const char *http_peer(const struct http_conn *c, char *buf, size_t cap)
 {
-    struct sockaddr_storage sa;
-    int len = sizeof(sa);
-    char ip[48] = "?";
-    int port = 0;
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &len) == 0) {
-        if (sa.ss_family == AF_INET6) {
-            uv_ip6_name((struct sockaddr_in6 *)&sa, ip, sizeof(ip));
-            port = ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
-        } else {
-            uv_ip4_name((struct sockaddr_in *)&sa, ip, sizeof(ip));
-            port = ntohs(((struct sockaddr_in *)&sa)->sin_port);
-        }
-    }
-    snprintf(buf, cap, "%s:%d", ip, port);
-    return buf;
+    return addr_peer(&c->tcp, buf, cap);
 }
 
 const char *http_body(const struct http_conn *c, size_t *len)

@@ -74,3 +74,22 @@ bool addr_loopback(const char *spec)
         return (ntohl(((struct sockaddr_in *)&sa)->sin_addr.s_addr) >> 24) == 127;
     return IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&sa)->sin6_addr);
 }
+
+const char *addr_peer(const uv_tcp_t *tcp, char *buf, size_t cap)
+{
+    struct sockaddr_storage sa;
+    int len = sizeof(sa);
+    char ip[48] = "?";
+    int port = 0;
+    if (uv_tcp_getpeername(tcp, (struct sockaddr *)&sa, &len) == 0) {
+        if (sa.ss_family == AF_INET6) {
+            uv_ip6_name((struct sockaddr_in6 *)&sa, ip, sizeof(ip));
+            port = ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
+        } else {
+            uv_ip4_name((struct sockaddr_in *)&sa, ip, sizeof(ip));
+            port = ntohs(((struct sockaddr_in *)&sa)->sin_port);
+        }
+    }
+    snprintf(buf, cap, "%s:%d", ip, port);
+    return buf;
+}

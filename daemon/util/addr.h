@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
+#include <uv.h>
+
 /* Parse "IPV4:PORT", "[IPV6]:PORT" or "localhost:PORT" (= 127.0.0.1) into
  * sa. The port is 1..65535, digits only. Host names other than localhost
  * are refused rather than resolved: a listener binds at start-up, and a
@@ -17,5 +19,10 @@ int addr_parse(const char *spec, struct sockaddr_storage *sa, char *why, size_t 
 
 /* True if spec parses to a loopback address (127.0.0.0/8 or ::1). */
 bool addr_loopback(const char *spec);
+
+/* A connected TCP handle's peer as "IP:PORT" in buf (cap bytes; "?:0"
+ * when the socket cannot say): the form connections are named by in log
+ * lines and backoff keys. Returns buf. */
+const char *addr_peer(const uv_tcp_t *tcp, char *buf, size_t cap);
 
 #endif
