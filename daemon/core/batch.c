@@ -127,17 +127,17 @@ int queue_enqueue(struct queue *q, const struct store_enqueue_args *a, store_enq
         q->enq = b;
         q->capenq = cap;
     }
-    size_t jl = strlen(a->job), gl = strlen(a->group);
-    char *copy = malloc(jl + gl + a->payload_len + 3);
+    size_t jl = strlen(a->job), gl = strlen(a->group), size = jl + gl + a->payload_len + 3;
+    char *copy = malloc(size);
     if (copy == NULL)
         return -ENOMEM;
-    q->eng->batched_bytes += jl + gl + a->payload_len + 3;
+    q->eng->batched_bytes += size;
     struct queue_enqueue *e = &q->enq[q->nenq++];
     memcpy(copy, a->job, jl + 1);
     memcpy(copy + jl + 1, a->group, gl + 1);
     memcpy(copy + jl + gl + 2, a->payload, a->payload_len);
     copy[jl + gl + 2 + a->payload_len] = '\0';
-    *e = (struct queue_enqueue){.a = *a, .copy = copy, .done = done, .priv = priv};
+    *e = (struct queue_enqueue){.a = *a, .copy = copy, .size = size, .done = done, .priv = priv};
     e->a.job = copy;
     e->a.group = copy + jl + 1;
     e->a.payload = copy + jl + gl + 2;
@@ -210,8 +210,7 @@ static void flush_enqueues(struct queue *q)
     q->enq = NULL;
     q->nenq = q->capenq = q->enq_bytes = 0;
     for (size_t i = 0; i < n; i++) /* from here the pool counts them (pool_buffered) */
-        q->eng->batched_bytes -=
-            strlen(items[i].a.job) + strlen(items[i].a.group) + items[i].a.payload_len + 3;
+        q->eng->batched_bytes -= items[i].size;
     /* In calls of at most STORE_ITEMS_PER_CALL items and about
      * STORE_BYTES_PER_CALL of payloads, sent in order. */
     size_t at = 0;

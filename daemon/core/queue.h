@@ -62,6 +62,7 @@ struct queue_completion {
 struct queue_enqueue {
     struct store_enqueue_args a;
     char *copy;
+    size_t size; /* copy's bytes, counted in engine.batched_bytes until sent */
     store_enqueue_cb *done;
     void *priv;
 };
