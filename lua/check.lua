@@ -129,6 +129,33 @@ local function is_registered(g)
   return registered[g]
 end
 
+-- Invariant 7, the rate window (lib.lua:window_lease): only a group that
+-- a rate applies to has one; its entries are "t:c:cum", in time order,
+-- each cum the one before plus c; and a lane the ring rule puts on the
+-- ring has fewer than N leases of the last P ms in it (a full window has
+-- a t:G ahead that holds the lane). A window is at most ~1025 entries.
+local function window(g, where)
+  local win = lane_window_key(g)
+  if call('EXISTS', win) == 0 then return end
+  local _, r = settings(g)
+  if not r then return bad('window: ' .. g .. ' has a rate window but no rate') end
+  local n, per = rate_of(r)
+  local now, count, last_t, last_cum = clock(), 0, nil, nil
+  for _, e in ipairs(call('LRANGE', win, 0, budget * 8)) do
+    local t, c, cum = window_entry(e)
+    if not t or c < 1 then return bad('window: ' .. g .. ' has an entry "' .. e .. '"') end
+    if last_t and (t <= last_t or cum ~= last_cum + c) then
+      return bad('window: ' .. g .. ' entry "' .. e .. '" is out of order or miscounted')
+    end
+    last_t, last_cum = t, cum
+    if t + per > now then count = count + c end
+  end
+  if where == 'ring' and count >= n then
+    bad('window: ' .. g .. ' is serviceable with ' .. count .. ' leases in its window, its rate ' ..
+        r)
+  end
+end
+
 -- A group's own checks. Invariant 2 needs the whole ring, so the daemon
 -- gets the serviceable ones and holds them against the ring walk.
 local function group(g)
@@ -139,6 +166,7 @@ local function group(g)
   if where == 'ring' then names[#names + 1] = g end
   -- Invariant 7: held by its rate alone, it must have a due time.
   if where == 'wait' then bad('throttled: ' .. g .. ' is held by its rate but has no due time') end
+  window(g, where)
 end
 
 -- One field of glimit (lib.lua: G, w:G, r:G, t:G, c:G, weighted, turn,
@@ -167,7 +195,7 @@ local function setting(field, value)
     return nil
   end
   if field == 'd:rate' then
-    if not spacing_of(value) then bad('glimit: the default rate is "' .. value .. '"') end
+    if not rate_of(value) then bad('glimit: the default rate is "' .. value .. '"') end
     return nil
   end
   if field == 'd:limit' or field == 'd:cap' then
@@ -179,7 +207,7 @@ local function setting(field, value)
   end
   g = string.match(field, '^r:(.+)$')
   if g then
-    if not spacing_of(value) then bad('glimit: the rate of ' .. g .. ' is "' .. value .. '"') end
+    if not rate_of(value) then bad('glimit: the rate of ' .. g .. ' is "' .. value .. '"') end
     return g
   end
   g = string.match(field, '^c:(.+)$')
@@ -191,7 +219,7 @@ local function setting(field, value)
   end
   g = string.match(field, '^t:(.+)$')
   if g then
-    if not num then bad('glimit: the TAT of ' .. g .. ' is "' .. value .. '"') end
+    if not num then bad('glimit: the rate due time (t:) of ' .. g .. ' is "' .. value .. '"') end
     return g
   end
   if not (int_ok and num >= 1) then

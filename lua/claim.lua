@@ -56,19 +56,20 @@ local function serve(g)
 end
 
 -- Whether g, just served, must leave the ring: empty, at its ceiling, or
--- held by its rate. Under a rate of N per P ms (spacing T = P / N) this
--- lease moves g's TAT to max(TAT, now) + T (GCRA with no burst: a lease
--- every T ms, so never more than N in any P ms, whatever the batch size),
--- and g may not be leased again before it: it leaves the ring, and if
--- that is all that holds it, waits in the throttled index until then.
-local function spent(g, lim, spacing, tat)
+-- held by its rate. Under a rate r of N per P ms this lease enters g's
+-- rate window (lib.lua:window_lease); when it leaves N leases in the last
+-- P ms, g may not be leased again until the oldest of them are P ms old
+-- (t:G): it leaves the ring, and if that is all that holds it, waits in
+-- the throttled index until then. Every lease is counted as it is made,
+-- so no batch, however large, takes a lane past its rate.
+local function spent(g, lim, r)
   local empty = call('ZCARD', lane_key(g)) == 0
   local full = lim ~= nil and gactive(g) >= lim
-  if not spacing then return empty or full end
-  tat = math.max(tat or now, now) + spacing
-  call('HSET', K_GLIMIT, 't:' .. g, string.format('%.3f', tat))
-  if tat <= now then return empty or full end
-  if not (empty or full) then throttle(g, tat) end
+  if not r then return empty or full end
+  local due = window_lease(g, r, now)
+  if not due then return empty or full end
+  call('HSET', K_GLIMIT, 't:' .. g, int(due))
+  if not (empty or full) then throttle(g, due) end
   return true
 end
 
@@ -107,8 +108,9 @@ while served < n do
     head = nil
   else
     used = used + 1
-    local s = call('HMGET', K_GLIMIT, g, 'w:' .. g, 'r:' .. g, 't:' .. g, 'd:limit', 'd:rate')
-    if spent(g, tonumber(s[1] or s[5] or ''), spacing_of(s[3] or s[6]), tonumber(s[4] or '')) then
+    local s = call('HMGET', K_GLIMIT, g, 'w:' .. g, 'r:' .. g, 'd:limit', 'd:rate')
+    local r = s[3] or s[5]
+    if spent(g, tonumber(s[1] or s[4] or ''), rate_of(r) and r or nil) then
       call('LPOP', K_RING)
       head = nil
     elseif used >= (tonumber(s[2] or f[3] or '') or 1) then

@@ -30,10 +30,10 @@ local function handoff(id, g, lease_ms, now, by)
     if call('LLEN', K_RING) > 0 or call('ZCARD', lane_key(g)) > 0 or paused(g) then
       return nil
     end
-    -- A group with a rate is never handed off: its lease must go by the
-    -- rate's TAT, which the claim keeps.
-    local lim, spacing = settings(g)
-    if spacing or (lim ~= nil and gactive(g) >= lim) then return nil end
+    -- A group with a rate is never handed off: its lease must enter the
+    -- rate's window, which the claim keeps.
+    local lim, rated = settings(g)
+    if rated or (lim ~= nil and gactive(g) >= lim) then return nil end
     call('SADD', K_GROUPS, g)
   end
   local deadline = now + lease_ms

@@ -17,7 +17,11 @@ if pending + active + delayed + dead > 0 then
     'ESTATE the queue holds jobs (pending %d, active %d, delayed %d, dead %d)',
     pending, active, delayed, dead))
 end
--- Every lane is empty and nothing is active, so no per-group key exists:
--- the queue's keys are the standard ten.
+-- Every lane is empty and nothing is active, so of the per-group keys only
+-- rate windows may be left (they would expire within their period), and
+-- of the prefix-built ones the throttled index (a lane held by its rate
+-- that emptied stays in it until due): the rest are the standard ten.
+for _, g in ipairs(call('SMEMBERS', K_GROUPS)) do call('DEL', lane_window_key(g)) end
+call('DEL', K_THROTTLED)
 call('DEL', K_RING, K_GLIMIT, K_PAUSED, K_ACTIVE, K_DELAYED, K_DEAD, K_PENDING, K_WAKE, K_SEQ, K_GROUPS)
 return 1

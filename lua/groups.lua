@@ -1,10 +1,10 @@
 -- groups: one page of the group registry with each group's numbers.
 -- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
 -- A group that is idle in every way (empty lane, nothing in flight or
--- delayed, no ceiling, weight, rate or cap of its own, not paused, no TAT
--- still ahead) is
--- dropped from the registry as the page passes it (and its spent TAT with
--- it), so the registry does not grow with tenants long gone.
+-- delayed, no ceiling, weight, rate or cap of its own, not paused, no
+-- lease of the last P ms in the window of a default rate that applies to
+-- it) is dropped from the registry as the page passes it (and its spent
+-- t:G with it), so the registry does not grow with tenants long gone.
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 cursor ('0' to start), 3 page size hint (>= 1)
 -- Returns {next cursor ('0' = done), g, depth, active, limit (-1 = none),
@@ -41,7 +41,8 @@ for _, g in ipairs(r[2]) do
   local cap, cap_from = applying(f, 8, 9)
   if depth == 0 and act == 0 and delayed == 0 and not p and not f[1] and not f[2] and not f[3]
      and not f[8]
-     and not (tat and tat > clock()) then
+     and not (tat and tat > clock())
+     and not (rate and call('EXISTS', lane_window_key(g)) == 1) then
     call('SREM', K_GROUPS, g)
     if tat then call('HDEL', K_GLIMIT, 't:' .. g) end
   else

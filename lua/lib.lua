@@ -9,8 +9,9 @@
 --                     "G:used" while the ring head G is part-way through a
 --                     weighted turn (see the claim, lua/claim.lua); r:G ->
 --                     G's rate "N:P" (at most N leases per P ms), t:G ->
---                     G's theoretical arrival time (GCRA, ms: G may be
---                     leased again once the clock reaches it); d:limit,
+--                     the time (ms) from which G's rate window has room
+--                     again (set when a lease fills it: G may be leased
+--                     again once the clock reaches it); d:limit,
 --                     d:weight, d:rate -> the queue-wide defaults, which
 --                     apply to every group without a setting of its own
 --                     (read lazily, in the same HMGET as the group's own
@@ -36,7 +37,12 @@
 -- 0, mint order), g:<G>:active, G's leases (zset, score = deadline), and
 -- g:<G>:delayed, G's delayed jobs (zset, score = due time, the same as in
 -- delayed): the lane's share of the delayed set, kept so that the cap rule
--- can count what a lane holds in O(1) (see cap_refuses).
+-- can count what a lane holds in O(1) (see cap_refuses), and
+-- g:<G>:window, G's rate window (list, oldest first, only while a rate
+-- applies to G): its leases of the last P ms as entries "t:c:cum", c
+-- leases at time t (ms) and cum the running total of leases the list has
+-- counted, so that the window's count is the tail's cum minus the head's
+-- plus the head's c, from two reads (see window_lease).
 -- Also built from the prefix: throttled (zset), the lanes off the ring
 -- only for their rate -> when they may be leased again (the due-time
 -- index promote.lua empties, as it does delayed).
@@ -82,6 +88,7 @@ local function row_key(id) return PFX .. 'job:' .. id end
 local function lane_key(g) return PFX .. 'g:' .. g .. ':pending' end
 local function lane_active_key(g) return PFX .. 'g:' .. g .. ':active' end
 local function lane_delayed_key(g) return PFX .. 'g:' .. g .. ':delayed' end
+local function lane_window_key(g) return PFX .. 'g:' .. g .. ':window' end
 
 -- Wake parked consumers: a bounded token list for BLPOP-style waiters and a
 -- sharded publish (its channel is in the queue's slot) so every daemon
@@ -124,22 +131,23 @@ local function clock()
   return clock_ms
 end
 
--- A rate field's value "N:P" as the spacing T = P / N ms between leases
--- (nil: no rate).
-local function spacing_of(r)
+-- A rate field's value "N:P" as N and P (nil: no rate, or not a valid one).
+local function rate_of(r)
   local n, per = string.match(r or '', '^(%d+):(%d+)$')
-  if not n or tonumber(n) < 1 then return nil end
-  return tonumber(per) / tonumber(n)
+  n, per = tonumber(n), tonumber(per)
+  if not n or not per or n < 1 or per < 1 then return nil end
+  return n, per
 end
 
 -- g's ceiling and rate in one read, each its own or else the queue's
--- default: lim (nil: none), the rate's spacing (nil: no rate) and its TAT
--- (nil: never leased under it).
+-- default: lim (nil: none), the rate's "N:P" (nil: no rate) and t:G
+-- (nil: its window has never been full).
 local function settings(g)
   if any_limit == nil then any_limit = call('EXISTS', K_GLIMIT) == 1 end
   if not any_limit then return nil end
   local f = call('HMGET', K_GLIMIT, g, 'r:' .. g, 't:' .. g, 'd:limit', 'd:rate')
-  return tonumber(f[1] or f[4] or ''), spacing_of(f[2] or f[5]), tonumber(f[3] or '')
+  local r = f[2] or f[5]
+  return tonumber(f[1] or f[4] or ''), rate_of(r) and r or nil, tonumber(f[3] or '')
 end
 
 -- Put g on the ring, waking parked consumers only when the ring was empty.
@@ -164,14 +172,121 @@ local function throttle(g, due)
   end
 end
 
+-- The rate window (g:<G>:window). A rate of N per P ms is a sliding
+-- window: a lease is allowed while fewer than N of the group's leases are
+-- less than P ms old, so no window of P ms ever holds more than N, and a
+-- lane served late (under load a claim reaches it some ms after it may be
+-- served) loses only that lateness once per window, not once per lease
+-- as spacing the leases P / N apart would (docs/ARCHITECTURE.md, "Rates").
+-- Leases in one script call share its clock, so they share an entry; an
+-- entry's time is rounded up to a quantum of P / 1024 ms (at least 1), so
+-- a window holds at most ~1025 entries whatever N is. Rounding up makes a
+-- lease count as later than it was: it leaves the window up to a quantum
+-- late, never early, so the bound holds.
+local function window_entry(e)
+  local t, c, cum = string.match(e, '^(%d+):(%d+):(%d+)$')
+  return tonumber(t), tonumber(c), tonumber(cum)
+end
+
+-- Drop the entries of g's window that are P ms old at now; returns the
+-- head that is left (t, c, cum), or nil when the window is empty. The key
+-- expires P ms after its newest entry, so a window left alone goes whole.
+local function window_head(win, per, now)
+  while true do
+    local e = call('LINDEX', win, 0)
+    if not e then return nil end
+    local t, c, cum = window_entry(e)
+    if t + per > now then return t, c, cum end
+    call('LPOP', win)
+  end
+end
+
+-- g's window (key win) at now, once what is P ms old is dropped: its head
+-- (t, c), the count of leases in it and its tail (t, c, cum); nil when it
+-- is empty.
+local function window_read(win, per, now)
+  local ht, hc, hcum = window_head(win, per, now)
+  if not ht then return nil end
+  local tt, tc, tcum = window_entry(call('LINDEX', win, -1))
+  return ht, hc, tcum - hcum + hc, tt, tc, tcum
+end
+
+-- A window holding count leases against a rate of n (count >= n): the
+-- time from which it has room again, when enough of its oldest entries
+-- have left it that fewer than n remain (head: its first entry's t, c).
+local function window_due(win, count, n, per, ht, hc)
+  if count - hc < n then return ht + per end
+  local freed = 0
+  for _, e in ipairs(call('LRANGE', win, 0, -1)) do
+    local t, c = window_entry(e)
+    freed = freed + c
+    if count - freed < n then return t + per end
+  end
+  return now_ms() + per -- unreachable: count is the entries' sum
+end
+
+-- Record one lease of g at now under its rate r ("N:P") and return the
+-- time from which its window has room again if this lease filled it, else
+-- nil. Three or four calls: the head and tail reads, then a write to the
+-- tail (and the key's expiry when the entry is new).
+local function window_lease(g, r, now)
+  local n, per = rate_of(r)
+  local win = lane_window_key(g)
+  local q = math.max(1, math.ceil(per / 1024))
+  local at = math.ceil(now / q) * q
+  local ht, hc, count, tt, tc, tcum = window_read(win, per, now)
+  if not ht then
+    ht, hc, count, tt, tc, tcum = at, 0, 0, nil, 0, 0
+  end
+  count = count + 1
+  if tt and tt >= at then -- the same quantum (or a later one, kept from a longer P)
+    call('LSET', win, -1, int(tt) .. ':' .. int(tc + 1) .. ':' .. int(tcum + 1))
+    if tt == ht then hc = hc + 1 end -- the head is the tail
+  else
+    call('RPUSH', win, int(at) .. ':1:' .. int(tcum + 1))
+    call('PEXPIREAT', win, int(at + per))
+    if not tt then hc = 1 end -- the window was empty: the head is this entry
+  end
+  if count < n then return nil end
+  return window_due(win, count, n, per, ht, hc)
+end
+
+-- g's rate changed (its own, or the queue default it follows): re-read its
+-- window under the rate that applies now, so t:G says when the new rate
+-- allows its next lease, and take it out of the throttled index (the
+-- caller puts it where the ring rule now does). No rate left: the window
+-- and t:G go. O(window), an admin move.
+local function rate_recheck(g)
+  call('ZREM', K_THROTTLED, g)
+  local _, r = settings(g)
+  local win = lane_window_key(g)
+  if not r then
+    call('DEL', win)
+    call('HDEL', K_GLIMIT, 't:' .. g)
+    return
+  end
+  local n, per = rate_of(r)
+  local ht, hc, count, tt = window_read(win, per, clock())
+  local due = nil
+  if ht then
+    call('PEXPIREAT', win, int(tt + per))
+    if count >= n then due = window_due(win, count, n, per, ht, hc) end
+  end
+  if due then
+    call('HSET', K_GLIMIT, 't:' .. g, int(due))
+  else
+    call('HDEL', K_GLIMIT, 't:' .. g)
+  end
+end
+
 -- Where the ring rule puts g (O(1)): 'ring' when serviceable; 'wait' and
 -- its due time when it is serviceable but for its rate and not yet in the
 -- throttled index; nil otherwise (a lane in the index waits there).
 local function placement(g)
   if call('ZCARD', lane_key(g)) == 0 or paused(g) then return nil end
-  local lim, spacing, tat = settings(g)
+  local lim, rated, tat = settings(g)
   if lim ~= nil and gactive(g) >= lim then return nil end
-  if spacing then
+  if rated then
     if call('ZSCORE', K_THROTTLED, g) then return nil end
     if tat and tat > clock() then return 'wait', tat end
   end
@@ -180,11 +295,11 @@ end
 
 local function serviceable(g) return placement(g) == 'ring' end
 
--- A lane known non-empty, unpaused and under its ceiling (spacing and tat
+-- A lane known non-empty, unpaused and under its ceiling (rated and tat
 -- from settings()) becomes serviceable: onto the ring, unless its rate
 -- holds it (then the index, if it is not there already). O(1).
-local function admit(g, spacing, tat)
-  if spacing then
+local function admit(g, rated, tat)
+  if rated then
     if call('ZSCORE', K_THROTTLED, g) then return end
     if tat and tat > clock() then return throttle(g, tat) end
   end
@@ -247,21 +362,19 @@ local function reconcile(g)
 end
 
 -- A queue default changed (limit or rate without a group): put every
--- registered group where the ring rule now puts it. A group left without
--- any rate loses its TAT and its place in the throttled index. Lanes that
--- stay on the ring keep their order (the head keeps its turn); lanes that
--- join go to the tail in name order. O(groups + ring) in one script: an
--- admin move, never on the per-job path.
-local function replace_all()
+-- registered group where the ring rule now puts it; for the default rate
+-- (rates true), each group's window is re-read under the rate that now
+-- applies to it first (rate_recheck: one left without any rate loses its
+-- window, t:G and place in the throttled index). Lanes that stay on the
+-- ring keep their order (the head keeps its turn); lanes that join go to
+-- the tail in name order. O(groups + ring) in one script: an admin move,
+-- never on the per-job path.
+local function replace_all(rates)
   local old = call('LRANGE', K_RING, 0, -1)
   local on, keep, join = {}, {}, {}
   for _, g in ipairs(old) do on[g] = true end
   local function place(g, into)
-    local _, spacing, tat = settings(g)
-    if not spacing then
-      if tat then call('HDEL', K_GLIMIT, 't:' .. g) end
-      call('ZREM', K_THROTTLED, g)
-    end
+    if rates then rate_recheck(g) end
     local where, due = placement(g)
     if where == 'ring' then
       into[#into + 1] = g
@@ -299,8 +412,8 @@ local function to_backlog(id, g)
   if call('ZCARD', lane) == 1 then
     call('SADD', K_GROUPS, g)
     if not paused(g) then
-      local lim, spacing, tat = settings(g)
-      if lim == nil or gactive(g) < lim then admit(g, spacing, tat) end
+      local lim, rated, tat = settings(g)
+      if lim == nil or gactive(g) < lim then admit(g, rated, tat) end
     end
   end
 end
@@ -309,10 +422,10 @@ end
 -- the ring only for its ceiling exactly when the count falls from the
 -- ceiling to one below it, so that is the only case that re-rings (O(1)).
 local function release_permit(g)
-  local lim, spacing, tat = settings(g)
+  local lim, rated, tat = settings(g)
   if lim ~= nil and gactive(g) == lim - 1 and not paused(g)
      and call('ZCARD', lane_key(g)) > 0 then
-    admit(g, spacing, tat)
+    admit(g, rated, tat)
   end
 end
 

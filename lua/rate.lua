@@ -1,14 +1,14 @@
 -- rate: set or remove one group's rate, or the queue-wide default rate
 -- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
 -- (group ''): at most max leases per per_ms ms, on the Redis server clock
--- (GCRA with no burst: one lease every per_ms / max ms; see the claim,
--- lua/claim.lua). A group's own rate wins over the default. The rate
--- counts leases; a lease moves the group's TAT (t:G). Setting a rate keeps
--- the TAT (a lane held stays held until then); removing a group's own rate
--- drops its TAT and its place in the throttled index (the default, if any,
--- then applies afresh), and the lane goes on or off the ring to match.
--- Removing or changing the default re-places every registered group
--- (replace_all): those left without any rate are released at once.
+-- (a sliding window of the group's leases: lib.lua:window_lease; see the
+-- claim, lua/claim.lua). A group's own rate wins over the default. The
+-- rate counts leases. Setting or changing a rate re-reads the group's
+-- recent leases under the new one (lib.lua:rate_recheck): a lane held by
+-- the old rate returns as soon as the new one allows, and one the new rate
+-- would hold leaves the ring. Removing a group's own rate drops its window
+-- (the default, if any, then applies afresh). Changing or removing the
+-- default re-places every registered group the same way (replace_all).
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 group ('' = the queue default), 3 max (0 = remove
 --        the rate; else 1..1000000), 4 per_ms (1..86400000; ignored when
@@ -25,16 +25,15 @@ end
 local field = g == '' and 'd:rate' or 'r:' .. g
 if max == 0 then
   call('HDEL', K_GLIMIT, field)
-  if g ~= '' then
-    call('HDEL', K_GLIMIT, 't:' .. g)
-    call('ZREM', K_THROTTLED, g)
-  end
+  -- Its own rate gone, the group starts afresh under the default, if any.
+  if g ~= '' then call('DEL', lane_window_key(g)) end
 else
   call('HSET', K_GLIMIT, field, int(max) .. ':' .. int(per))
 end
 if g == '' then
-  replace_all()
+  replace_all(true)
 else
+  rate_recheck(g)
   reconcile(g)
 end
 return 1

@@ -602,7 +602,7 @@ Test(libemq, cap_refuses_an_enqueue_into_a_full_lane)
     emq_close(c);
 }
 
-Test(libemq, rate_holds_a_group_to_one_lease_per_spacing)
+Test(libemq, rate_holds_a_group_to_its_max_per_window)
 {
     struct emq *c = lib_conn();
     put_pairs(c, "rat", 3);

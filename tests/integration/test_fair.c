@@ -249,7 +249,7 @@ Test(fair, pipelined_rate_then_claim_takes_effect_in_order)
 
 /* A parked claim is answered with the rated lane's next job once its rate
  * allows it, by the due-time message, not the regular upkeep pass (a
- * minute here): the lease comes at least one spacing after the first. */
+ * minute here): the lease comes at least one period after the first. */
 Test(fair, a_parked_claim_wakes_when_the_rate_allows_the_next_lease, .init = slow_upkeep)
 {
     struct tc_conn *c = fx_conn();
@@ -278,10 +278,12 @@ Test(fair, a_parked_claim_wakes_when_the_rate_allows_the_next_lease, .init = slo
 Test(fair, the_metrics_show_each_groups_rate_and_whether_it_is_held)
 {
     struct tc_conn *c = fx_conn();
-    enqueue_n(c, "fn", "TENa", 2);
+    enqueue_n(c, "fn", "TENa", 7);
     json_decref(
         OK(c, "{\"op\":\"rate\",\"queue\":\"fn\",\"group\":\"TENa\",\"max\":5,\"per_ms\":60000}"));
-    json_decref(OK(c, "{\"op\":\"claim\",\"queue\":\"fn\",\"count\":2}"));
+    json_t *r = OK(c, "{\"op\":\"claim\",\"queue\":\"fn\",\"count\":10}");
+    cr_assert_eq(json_array_size(claim_jobs(r)), 5, "the rate's five, and no more");
+    json_decref(r);
     tc_close(c);
     cr_assert_eq(emqd_metric(&fx_emqd, "emqd_group_rate_max{queue=\"fn\",group=\"TENa\"}"), 5);
     cr_assert_eq(emqd_metric(&fx_emqd, "emqd_group_rate_period_ms{queue=\"fn\",group=\"TENa\"}"),

@@ -292,6 +292,18 @@ LANE_TEST(admin, forget_deletes_every_key_of_an_empty_queue)
     cr_assert_eq(fx_claim(1, 30000, &j, NULL), 1);
     redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_COMPLETE, "0", j.job, j.lease, NULL);
     freeReplyObject(r);
+    /* A rated group whose lane emptied while held: its rate window and its
+     * entry in the throttled index are left, and go too. */
+    cr_assert_eq(fx_enqueue("JOB04", "TENd", "{}"), 1);
+    cr_assert_eq(fx_enqueue("JOB05", "TENd", "{}"), 1);
+    cr_assert_eq(fx_int(SCRIPT_RATE, "TENd", "1", "60000", NULL), 1);
+    cr_assert_eq(fx_claim(5, 30000, &j, NULL), 1);
+    r = lanes_call(fx_conn, &fx_q, SCRIPT_COMPLETE, "0", j.job, j.lease, NULL);
+    freeReplyObject(r);
+    freeReplyObject(lanes_call(fx_conn, &fx_q, SCRIPT_REMOVE, "JOB05", NULL));
+    r = redisCommand(fx_conn, "EXISTS %sg:TENd:window %sthrottled", fx_q.prefix, fx_q.prefix);
+    cr_assert_eq(r->integer, 2, "the window and the throttled index are there");
+    freeReplyObject(r);
     cr_assert(queue_keys() > 0);
     cr_assert_eq(fx_int(SCRIPT_FORGET, NULL), 1);
     cr_assert_eq(queue_keys(), 0, "every key of the queue is gone");
