@@ -33,7 +33,9 @@ local function handoff(id, g, lease_ms, now, by)
     -- A group with a rate is never handed off: its lease must enter the
     -- rate's window, which the claim keeps.
     local lim, rated = settings(g)
-    if rated or (lim ~= nil and gactive(g) >= lim) then return nil end
+    -- Nor during a re-place walk: lanes set aside in an old ring are
+    -- waiting to be served, though the live ring may be empty.
+    if rated or walking or (lim ~= nil and gactive(g) >= lim) then return nil end
     call('SADD', K_GROUPS, g)
   end
   local deadline = now + lease_ms

@@ -139,15 +139,52 @@ local function rate_of(r)
   return n, per
 end
 
+-- A window entry "t:c:cum" (see window_lease) as numbers.
+local function window_entry(e)
+  local t, c, cum = string.match(e, '^(%d+):(%d+):(%d+)$')
+  return tonumber(t), tonumber(c), tonumber(cum)
+end
+
+-- When g's window, under its rate r, has room again (nil: it has now), read
+-- without changing anything (so check.lua can use it too): O(window).
+local function rate_due_now(g, r)
+  local n, per = rate_of(r)
+  local now, live = clock(), {}
+  local count = 0
+  for _, e in ipairs(call('LRANGE', lane_window_key(g), 0, -1)) do
+    local t, c = window_entry(e)
+    if t + per > now then
+      live[#live + 1] = {t, c}
+      count = count + c
+    end
+  end
+  if count < n then return nil end
+  for _, e in ipairs(live) do
+    count = count - e[2]
+    if count < n then return e[1] + per end
+  end
+end
+
+-- The re-place walk in progress, if any (glimit's replacing field, see
+-- replace_begin): read with every settings() and used by ring_push, so a
+-- lane that a hot path puts on the ring during a walk is known to be there.
+local walking = nil
+
 -- g's ceiling and rate in one read, each its own or else the queue's
 -- default: lim (nil: none), the rate's "N:P" (nil: no rate) and t:G
 -- (nil: its window has never been full).
 local function settings(g)
   if any_limit == nil then any_limit = call('EXISTS', K_GLIMIT) == 1 end
   if not any_limit then return nil end
-  local f = call('HMGET', K_GLIMIT, g, 'r:' .. g, 't:' .. g, 'd:limit', 'd:rate')
+  local f = call('HMGET', K_GLIMIT, g, 'r:' .. g, 't:' .. g, 'd:limit', 'd:rate', 'replacing')
   local r = f[2] or f[5]
-  return tonumber(f[1] or f[4] or ''), rate_of(r) and r or nil, tonumber(f[3] or '')
+  if not rate_of(r) then r = nil end
+  walking = f[6]
+  local tat = tonumber(f[3] or '')
+  -- While a walk re-places lanes for a changed default rate, t:G may still
+  -- be the old rate's: the window says what the rate in force allows.
+  if r and walking and string.find(walking, 'r', 1, true) then tat = rate_due_now(g, r) end
+  return tonumber(f[1] or f[4] or ''), r, tat
 end
 
 -- Put g on the ring, waking parked consumers only when the ring was empty.
@@ -156,8 +193,10 @@ end
 -- joining a non-empty ring has no one to wake: the ring being non-empty
 -- means its first lane already woke them. With many one-job tenants this
 -- saves the LPUSH, LTRIM and SPUBLISH (and a daemon-side pump) per job.
+local K_ON = PFX .. 'replace:on'
 local function ring_push(g)
   if call('RPUSH', K_RING, g) == 1 then wake() end
+  if walking then call('SADD', K_ON, g) end
 end
 
 -- g, off the ring only for its rate, waits in the throttled index until
@@ -182,11 +221,8 @@ end
 -- entry's time is rounded up to a quantum of P / 1024 ms (at least 1), so
 -- a window holds at most ~1025 entries whatever N is. Rounding up makes a
 -- lease count as later than it was: it leaves the window up to a quantum
--- late, never early, so the bound holds.
-local function window_entry(e)
-  local t, c, cum = string.match(e, '^(%d+):(%d+):(%d+)$')
-  return tonumber(t), tonumber(c), tonumber(cum)
-end
+-- late, never early, so the bound holds. (window_entry and rate_due_now
+-- are defined above, before settings(), which uses the latter.)
 
 -- Drop the entries of g's window that are P ms old at now; returns the
 -- head that is left (t, c, cum), or nil when the window is empty. The key
@@ -361,40 +397,130 @@ local function reconcile(g)
   if where == 'wait' then throttle(g, due) end
 end
 
--- A queue default changed (limit or rate without a group): put every
--- registered group where the ring rule now puts it; for the default rate
--- (rates true), each group's window is re-read under the rate that now
--- applies to it first (rate_recheck: one left without any rate loses its
--- window, t:G and place in the throttled index). Lanes that stay on the
--- ring keep their order (the head keeps its turn); lanes that join go to
--- the tail in name order. O(groups + ring) in one script: an admin move,
--- never on the per-job path.
-local function replace_all(rates)
-  local old = call('LRANGE', K_RING, 0, -1)
-  local on, keep, join = {}, {}, {}
-  for _, g in ipairs(old) do on[g] = true end
-  local function place(g, into)
-    if rates then rate_recheck(g) end
-    local where, due = placement(g)
-    if where == 'ring' then
+-- A queue default changed (limit or rate without a group): every lane
+-- must go where the ring rule now puts it. Doing that for every group in
+-- one script stalled Redis for seconds with 100,000 groups, so it is a
+-- walk in bounded steps (replace_step), and the scripts between steps
+-- stay right:
+-- * replace_begin renames the ring aside as an old ring (O(1)): claims see
+--   only the live ring, which from then on holds only lanes placed under
+--   the new settings, by the walk or by a hot path reading them fresh (so
+--   no lane is leased over a ceiling or rate that a step has not reached
+--   yet; a lane still in an old ring waits for its step instead).
+-- * ring_push, during a walk, also records the lane in replace:on, so the
+--   walk never puts a lane on the ring twice. Each step visits the old
+--   rings' lanes first (in their order), then the group registry (SSCAN),
+--   and places every lane not in replace:on by the ring rule.
+-- * During a walk for a rate, settings() reads the window instead of t:G
+--   (rate_due_now), and the walk re-reads each lane's window
+--   (rate_recheck) as it visits it.
+-- A default changed again during a walk renames the live ring as one more
+-- old ring and starts the registry pass again. The walk is glimit's
+-- replacing field "kinds:first:last:stage:cursor": kinds 'l' (ceiling)
+-- and/or 'r' (rate), old rings ring:old:first..last, stage 'R' (old rings)
+-- or 'G' (registry, from SSCAN cursor). promote.lua runs steps too, so a
+-- walk whose daemon died is finished by any daemon's upkeep.
+local function old_ring_key(n) return PFX .. 'ring:old:' .. n end
+
+local function walk_of(m)
+  local kinds, first, last, stage, cur = string.match(m or '', '^(%a+):(%d+):(%d+):(%a):(%d+)$')
+  if not kinds then return nil end
+  return {kinds = kinds, first = tonumber(first), last = tonumber(last), stage = stage, cur = cur}
+end
+
+local function walk_save(w)
+  walking = w.kinds .. ':' .. int(w.first) .. ':' .. int(w.last) .. ':' .. w.stage .. ':' .. w.cur
+  call('HSET', K_GLIMIT, 'replacing', walking)
+end
+
+local function replace_begin(kind)
+  local w = walk_of(call('HGET', K_GLIMIT, 'replacing')) or
+              {kinds = '', first = 1, last = 0, stage = 'R', cur = '0'}
+  if not string.find(w.kinds, kind, 1, true) then w.kinds = w.kinds .. kind end
+  if call('EXISTS', K_RING) == 1 then
+    w.last = w.last + 1
+    call('RENAME', K_RING, old_ring_key(w.last))
+  end
+  -- What was on the ring is in an old ring now: nothing is known placed.
+  -- (The weighted turn names the old head; the step that follows in the
+  -- same script puts that head back first, or ends the turn.)
+  call('UNLINK', K_ON) -- freed off the main thread: it may hold every lane
+  w.stage, w.cur = 'R', '0'
+  walk_save(w)
+end
+
+-- Place one lane that the walk meets, unless a hot path or an earlier
+-- visit has put it on the live ring already; into, if given, collects the
+-- lanes to put on the ring instead of pushing them.
+local function replace_visit(g, rates, into)
+  if call('SISMEMBER', K_ON, g) == 1 then return end
+  if rates then rate_recheck(g) end
+  local where, due = placement(g)
+  if where == 'ring' then
+    if into then
       into[#into + 1] = g
-    elseif where == 'wait' then
-      throttle(g, due)
+    else
+      ring_push(g)
+    end
+  elseif where == 'wait' then
+    throttle(g, due)
+  end
+end
+
+-- A step's end: the weighted turn stays only while it names the ring head.
+local function replace_turn()
+  local tg = turn_of(call('HGET', K_GLIMIT, 'turn'))
+  if tg and call('LINDEX', K_RING, 0) ~= tg then call('HDEL', K_GLIMIT, 'turn') end
+end
+
+-- One step of the walk: about budget lanes and groups. Returns true when
+-- the walk is over (or there is none).
+local function replace_step(budget)
+  local m = call('HGET', K_GLIMIT, 'replacing')
+  local w = walk_of(m)
+  if not w then return true end
+  walking = m
+  local rates = string.find(w.kinds, 'r', 1, true) ~= nil
+  local left = budget
+  while w.stage == 'R' and left > 0 do
+    if w.first > w.last then
+      w.stage, w.cur = 'G', '0'
+    else
+      local g = call('LPOP', old_ring_key(w.first))
+      if g then
+        replace_visit(g, rates)
+        left = left - 1
+      else
+        w.first = w.first + 1 -- that old ring is empty, so gone
+      end
     end
   end
-  for _, g in ipairs(old) do place(g, keep) end
-  for _, g in ipairs(call('SMEMBERS', K_GROUPS)) do
-    if not on[g] then place(g, join) end
+  -- The registry's lanes join the tail in group-id order within a step
+  -- (SSCAN's own order is the hash table's), so a walk of one step is
+  -- reproducible.
+  local join = {}
+  while w.stage == 'G' and left > 0 do
+    local r = call('SSCAN', K_GROUPS, w.cur, 'COUNT', math.min(left, 1000))
+    for _, g in ipairs(r[2]) do replace_visit(g, rates, join) end
+    left = left - math.max(#r[2], 1)
+    w.cur = r[1]
+    if w.cur == '0' then w.stage = 'E' end
   end
   table.sort(join)
-  for _, g in ipairs(join) do keep[#keep + 1] = g end
-  call('DEL', K_RING)
-  for i = 1, #keep, 1000 do
-    call('RPUSH', K_RING, unpack(keep, i, math.min(i + 999, #keep)))
+  local seen = {}
+  for _, g in ipairs(join) do
+    if not seen[g] then ring_push(g) end -- SSCAN may return a member twice
+    seen[g] = true
   end
-  if #old == 0 and #keep > 0 then wake() end
-  local tg = turn_of(call('HGET', K_GLIMIT, 'turn'))
-  if tg and keep[1] ~= tg then call('HDEL', K_GLIMIT, 'turn') end
+  replace_turn()
+  if w.stage == 'E' then
+    call('HDEL', K_GLIMIT, 'replacing')
+    call('UNLINK', K_ON)
+    walking = nil
+    return true
+  end
+  walk_save(w)
+  return false
 end
 
 -- Put a job (its row already says pending) at its mint-ordered place in its

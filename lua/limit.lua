@@ -5,10 +5,13 @@
 -- below the live count parks the lane: its active jobs finish, and it gets
 -- no new lease until it is under the ceiling again; raising it returns the
 -- lane at once. A group's change is O(ring) (reconcile); a default's
--- re-places every registered group (replace_all, O(groups + ring)).
+-- starts a walk that re-places every lane in bounded steps (lib.lua:
+-- replace_begin), and runs its first step; replace.lua runs the rest.
 -- KEYS:  the standard ten (lib.lua).
--- ARGV:  1 prefix, 2 group ('' = the queue default), 3 max (0 = remove)
--- Returns 1. Errors: EBRAND, EARG.
+-- ARGV:  1 prefix, 2 group ('' = the queue default), 3 max (0 = remove),
+--        4 the first step's budget (a default only; optional, 1000)
+-- Returns 1, or for a default 2 while the walk has steps left.
+-- Errors: EBRAND, EARG.
 local g, max = ARGV[2], tonumber(ARGV[3])
 if g ~= '' and not valid_group(g) then return redis.error_reply('EBRAND malformed group id') end
 if not max or max < 0 or max ~= math.floor(max) then
@@ -21,7 +24,8 @@ else
   call('HSET', K_GLIMIT, field, int(max))
 end
 if g == '' then
-  replace_all()
+  replace_begin('l')
+  return replace_step(tonumber(ARGV[4] or '') or 1000) and 1 or 2
 else
   reconcile(g)
 end

@@ -2,12 +2,14 @@
 -- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
 -- set), at most max per call; then return the lanes of the throttled
 -- index that are due (their rate allows a lease again) to the ring, at
--- most max of them.
+-- most max of them; then, if a default's re-place walk is in progress
+-- (lib.lua:replace_begin), one step of it of at most 250 lanes (about 10 ms
+-- at Redis in the worst case, a default rate over one-job lanes).
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 max (>= 1)
 -- Returns {promoted, next}: next is ms until the next delayed job or
 -- throttled lane is due (-1 if none), so a timer can sleep exactly that
--- long. promoted counts jobs and lanes.
+-- long (0 while a walk has steps left). promoted counts jobs and lanes.
 local max = tonumber(ARGV[2])
 if not max or max < 1 then return redis.error_reply('EARG bad batch size') end
 local now = now_ms()
@@ -31,5 +33,7 @@ local nxl = call('ZRANGE', K_THROTTLED, 0, 0, 'WITHSCORES')
 local next_due = tonumber(nxt[2] or '')
 if nxl[2] and (not next_due or tonumber(nxl[2]) < next_due) then next_due = tonumber(nxl[2]) end
 local done = #due / 2 + lanes
+if any_limit == nil then any_limit = call('EXISTS', K_GLIMIT) == 1 end
+if any_limit and not replace_step(math.min(max, 250)) then return {done, 0} end
 if not next_due then return {done, -1} end
 return {done, math.max(0, math.ceil(next_due - now))}

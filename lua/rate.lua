@@ -8,12 +8,15 @@
 -- the old rate returns as soon as the new one allows, and one the new rate
 -- would hold leaves the ring. Removing a group's own rate drops its window
 -- (the default, if any, then applies afresh). Changing or removing the
--- default re-places every registered group the same way (replace_all).
+-- default re-places every lane the same way, in a walk of bounded steps
+-- (lib.lua:replace_begin); this call runs the first, replace.lua the rest.
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 group ('' = the queue default), 3 max (0 = remove
 --        the rate; else 1..1000000), 4 per_ms (1..86400000; ignored when
---        max is 0)
--- Returns 1. Errors: EBRAND, EARG.
+--        max is 0), 5 the first step's budget (a default only; optional,
+--        1000)
+-- Returns 1, or for a default 2 while the walk has steps left.
+-- Errors: EBRAND, EARG.
 local g, max, per = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 if g ~= '' and not valid_group(g) then return redis.error_reply('EBRAND malformed group id') end
 if not max or max < 0 or max > 1000000 or max ~= math.floor(max) then
@@ -31,7 +34,8 @@ else
   call('HSET', K_GLIMIT, field, int(max) .. ':' .. int(per))
 end
 if g == '' then
-  replace_all(true)
+  replace_begin('r')
+  return replace_step(tonumber(ARGV[5] or '') or 1000) and 1 or 2
 else
   rate_recheck(g)
   reconcile(g)

@@ -12,9 +12,14 @@ local flat = call('ZCARD', K_PENDING)
 local pending = flat
 local groups = call('SMEMBERS', K_GROUPS)
 for _, g in ipairs(groups) do pending = pending + call('ZCARD', lane_key(g)) end
-local d = call('HMGET', K_GLIMIT, 'd:limit', 'd:weight', 'd:rate', 'd:cap')
+local d = call('HMGET', K_GLIMIT, 'd:limit', 'd:weight', 'd:rate', 'd:cap', 'replacing')
+-- During a re-place walk the lanes not yet placed wait in old rings: they
+-- are serviceable lanes still, counted in ring.
+local ring = call('LLEN', K_RING)
+local w = walk_of(d[5])
+for n = w and w.first or 1, w and w.last or 0 do ring = ring + call('LLEN', old_ring_key(n)) end
 local rmax, rper = string.match(d[3] or '', '^(%d+):(%d+)$')
 return {pending, call('ZCARD', K_ACTIVE), call('ZCARD', K_DELAYED), call('ZCARD', K_DEAD),
-        call('LLEN', K_RING), #groups, call('SCARD', K_PAUSED), flat,
+        ring, #groups, call('SCARD', K_PAUSED), flat,
         tonumber(d[1] or '-1'), tonumber(d[2] or '-1'), tonumber(rmax or '-1'),
         tonumber(rper or '-1'), tonumber(d[4] or '-1')}

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,10 +104,106 @@ static int setting_send(struct store_queue *sq, enum script_id id, const char *g
     return store_send(sq, id, 2, argv, NULL, done_decode, STORE_CB(cb), priv, 0);
 }
 
+/* --- a default's re-place walk ------------------------------------------ *
+ * A queue default ceiling or rate re-places every lane of the queue. One
+ * script for that stalled Redis for seconds with 100,000 groups, so the
+ * scripts make it a walk of bounded steps (lua/lib.lua: replace_begin,
+ * replace_step): the limit or rate call runs the first, and WALK_STEPS - 1
+ * replace calls go right behind it on the queue's route, so every later
+ * call this daemon sends for the queue (a pipelined claim of the same
+ * session, say) runs after the walk and finds the lanes placed. A step
+ * with nothing left to do is one HGET. A walk longer than that (over
+ * WALK_STEPS * WALK_BUDGET lanes and groups) is finished by the upkeep's
+ * promote, a step per pass, the passes back to back until done. The op
+ * is answered when the last of its calls is, with the limit or rate
+ * call's own status (the steps' errors are logged: the default is set by
+ * then, and the upkeep ends the walk). */
+#define WALK_STEPS  512
+#define WALK_BUDGET 250
+
+struct walk_op {
+    store_done_cb *cb;
+    void *priv;
+    int left; /* replies still to come */
+    struct store_status st;
+    char msg[160];
+};
+
+static void walk_reply(struct walk_op *w)
+{
+    if (--w->left > 0)
+        return;
+    w->cb(w->priv, &w->st);
+    free(w);
+}
+
+/* The limit or rate call answers 1 (the walk is over) or 2 (steps left),
+ * a replace step 1 (no walk left) or 0. */
+static int walk_parse(const redisReply *r, void *out)
+{
+    (void)out;
+    return r->type == REDIS_REPLY_INTEGER && r->integer >= 0 && r->integer <= 2 ? 0 : STORE_SHAPE;
+}
+
+static void begun_decode(const struct store_call *c, const struct store_status *st,
+                         const redisReply *reply)
+{
+    struct walk_op *w = c->priv;
+    struct store_status s = *st;
+    store_parsed(c, &s, reply, walk_parse, NULL);
+    w->st.code = s.code;
+    w->st.message = NULL;
+    if (s.message != NULL) {
+        snprintf(w->msg, sizeof(w->msg), "%s", s.message);
+        w->st.message = w->msg;
+    }
+    walk_reply(w);
+}
+
+static void step_decode(const struct store_call *c, const struct store_status *st,
+                        const redisReply *reply)
+{
+    struct store_status s = *st;
+    if (!store_parsed(c, &s, reply, walk_parse, NULL))
+        log_event(LOG_WARN, "a re-place step failed; the upkeep finishes the walk", "error=\"%s\"",
+                  s.message != NULL ? s.message : "");
+    walk_reply(c->priv);
+}
+
+/* Send the default's call (id with argv, whose last ARGV is the first
+ * step's budget) and the steps behind it. */
+static int walk_send(struct store_queue *sq, enum script_id id, int argc, const char **argv,
+                     store_done_cb *cb, void *priv)
+{
+    struct walk_op *w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return -ENOMEM;
+    *w = (struct walk_op){.cb = cb, .priv = priv, .left = 1};
+    int rc = store_send(sq, id, argc, argv, NULL, begun_decode, NULL, w, 0);
+    if (rc != 0) {
+        free(w);
+        return rc;
+    }
+    char budget[24];
+    const char *step[] = {store_num(budget, WALK_BUDGET)};
+    for (int i = 1; i < WALK_STEPS; i++) {
+        w->left++;
+        if (store_send(sq, SCRIPT_REPLACE, 1, step, NULL, step_decode, NULL, w, 0) != 0) {
+            w->left--; /* refused at once (out of memory, over budget): upkeep goes on */
+            break;
+        }
+    }
+    return 0;
+}
+
 int store_limit(struct store_queue *sq, const char *group, long long max, store_done_cb *cb,
                 void *priv)
 {
-    return setting_send(sq, SCRIPT_LIMIT, group, max, cb, priv);
+    if (group[0] != '\0')
+        return setting_send(sq, SCRIPT_LIMIT, group, max, cb, priv);
+    char num[24], budget[24];
+    const char *argv[] = {group, store_num(num, max), store_num(budget, WALK_BUDGET)};
+    return walk_send(sq, SCRIPT_LIMIT, 3, argv, cb, priv);
 }
 
 int store_cap(struct store_queue *sq, const char *group, long long max, store_done_cb *cb,
@@ -124,8 +221,11 @@ int store_weight(struct store_queue *sq, const char *group, long long weight, st
 int store_rate(struct store_queue *sq, const char *group, long long max, long long per_ms,
                store_done_cb *cb, void *priv)
 {
-    char num[24], per[24];
-    const char *argv[] = {group, store_num(num, max), store_num(per, per_ms)};
+    char num[24], per[24], budget[24];
+    const char *argv[] = {group, store_num(num, max), store_num(per, per_ms),
+                          store_num(budget, WALK_BUDGET)};
+    if (group[0] == '\0')
+        return walk_send(sq, SCRIPT_RATE, 4, argv, cb, priv);
     return store_send(sq, SCRIPT_RATE, 3, argv, NULL, done_decode, STORE_CB(cb), priv, 0);
 }
 

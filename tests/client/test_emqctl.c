@@ -451,7 +451,7 @@ Test(emqctl, groups_table_shows_depth_active_limit_weight_paused)
     }
     enqueue(c, "JOBb0", "TENb");
     json_decref(OK(
-        c, "{\"op\":\"rate\",\"queue\":\"q\",\"group\":\"TENalpha\",\"max\":5,\"per_ms\":60000}"));
+        c, "{\"op\":\"rate\",\"queue\":\"q\",\"group\":\"TENalpha\",\"max\":1,\"per_ms\":60000}"));
     json_decref(OK(c, "{\"op\":\"claim\",\"queue\":\"q\",\"count\":2}"));
     json_decref(OK(c, "{\"op\":\"limit\",\"queue\":\"q\",\"group\":\"TENalpha\",\"max\":7}"));
     json_decref(OK(c, "{\"op\":\"pause\",\"queue\":\"q\",\"group\":\"TENb\"}"));
@@ -463,7 +463,7 @@ Test(emqctl, groups_table_shows_depth_active_limit_weight_paused)
     cr_assert_str_eq(line_with(r.out, "GROUP", line, sizeof(line)),
                      "GROUP     DEPTH  ACTIVE  LIMIT  WEIGHT            RATE  CAP  PAUSED");
     cr_assert_str_eq(line_with(r.out, "TENalpha", line, sizeof(line)),
-                     "TENalpha      2       1      7      12  5/60000ms held    -  no");
+                     "TENalpha      2       1      7      12  1/60000ms held    -  no");
     cr_assert_str_eq(line_with(r.out, "TENb ", line, sizeof(line)),
                      "TENb          0       1      -       1               -    -  yes");
     cr_assert_eq(count_lines(r.out), 3);

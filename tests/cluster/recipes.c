@@ -559,6 +559,27 @@ static void r_stats(void)
     cf_settle();
 }
 
+/* A default ceiling's walk in steps of one lane: the ring set aside as an
+ * old ring (RENAME, in the queue's slot), then replace's steps. */
+static void r_replace(void)
+{
+    cr_assert_eq(fx_enqueue("JOBwk1", "TENwka", "{}"), 1);
+    cr_assert_eq(fx_enqueue("JOBwk2", "TENwkb", "{}"), 1);
+    cr_assert_eq(fx_enqueue("JOBwk3", "TENwka", "{}"), 1);
+    cr_assert_eq(fx_int(SCRIPT_LIMIT, "", "1", "1", NULL), 2, "a walk with steps left");
+    int steps = 0;
+    while (fx_int(SCRIPT_REPLACE, "1", NULL) == 0)
+        cr_assert_lt(++steps, 100, "the walk ends");
+    struct leased l[3];
+    cr_assert_eq(fx_claim(3, 60000, l, NULL), 2, "one of each group under the ceiling of 1");
+    cr_assert_eq(fx_int(SCRIPT_LIMIT, "", "0", NULL), 1);
+    cf_complete(&l[0]);
+    cf_complete(&l[1]);
+    struct leased c = cf_claim_one(false, 60000);
+    cr_assert_str_eq(c.job, "JOBwk3");
+    cf_complete(&c);
+}
+
 cluster_recipe *const cluster_recipes[SCRIPT__COUNT] = {
     [SCRIPT_CAP] = r_cap, /* bounded lanes */
     [SCRIPT_CHECK] = r_check,
@@ -586,6 +607,7 @@ cluster_recipe *const cluster_recipes[SCRIPT__COUNT] = {
     [SCRIPT_RECOVER] = r_recover,
     [SCRIPT_RELEASE] = r_release,
     [SCRIPT_REMOVE] = r_remove,
+    [SCRIPT_REPLACE] = r_replace,
     [SCRIPT_RESUME] = r_resume,
     [SCRIPT_STATS] = r_stats,
     [SCRIPT_WEIGHT] = r_weight,

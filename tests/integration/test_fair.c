@@ -380,3 +380,43 @@ Test(fair, pipelined_defaults_take_effect_in_order_and_show_their_source)
     assert_check_clean(c, "fq0");
     tc_close(c);
 }
+
+/* A default over more lanes than one step of the re-place walk takes
+ * (lua/lib.lua: replace_begin; 250 per step): the steps go right behind
+ * the limit call, so a claim pipelined after it on the same connection
+ * finds every lane placed: exactly one job of each of 800 groups under a
+ * default ceiling of 1, then, the ceiling removed, the other one of each. */
+Test(fair, a_claim_pipelined_after_a_default_over_many_groups_sees_every_lane_placed)
+{
+    struct tc_conn *c = fx_conn();
+    enum { G = 800 };
+    json_t *jobs = json_array();
+    for (int i = 0; i < G; i++) {
+        char g[24];
+        snprintf(g, sizeof(g), "TENw%03d", i);
+        for (int k = 0; k < 2; k++)
+            json_array_append_new(jobs, json_pack("{s:s, s:i}", "group", g, "payload", i));
+    }
+    json_t *req = json_pack("{s:s, s:s, s:o}", "op", "enqueue_many", "queue", "fm", "jobs", jobs);
+    char *line = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    json_decref(OK(c, "%s", line));
+    free(line);
+    /* Claims of at most 1000 (the bound) of which the first takes 600:
+     * the second's 200 are the rest, nothing more. */
+    const char *claim = "{\"op\":\"claim\",\"queue\":\"fm\",\"count\":600,\"lease_ms\":60000}\n";
+    char lines[1024];
+    snprintf(lines, sizeof(lines),
+             "{\"op\":\"limit\",\"queue\":\"fm\",\"max\":1}\n%s%s"
+             "{\"op\":\"limit\",\"queue\":\"fm\",\"max\":null}\n%s%s",
+             claim, claim, claim, claim);
+    json_t *r[6];
+    pipeline_ok(c, lines, r, 6);
+    cr_assert_eq(json_array_size(claim_jobs(r[1])) + json_array_size(claim_jobs(r[2])), G,
+                 "one of each group, every lane placed");
+    cr_assert_eq(json_array_size(claim_jobs(r[4])) + json_array_size(claim_jobs(r[5])), G,
+                 "then the other of each");
+    free_all(r, 6);
+    assert_check_clean(c, "fm");
+    tc_close(c);
+}
