@@ -18,6 +18,9 @@ if pending + active + delayed + dead > 0 then
     pending, active, delayed, dead))
 end
 -- Every lane is empty and nothing is active, so no per-group key exists:
--- the queue's keys are the standard ten.
-call('DEL', K_RING, K_GLIMIT, K_PAUSED, K_ACTIVE, K_DELAYED, K_DEAD, K_PENDING, K_WAKE, K_SEQ, K_GROUPS)
+-- the queue's keys are the standard ten and the format marker
+-- (format.lua: a queue made anew under the name is marked again by the
+-- first daemon to use it, in one step, having no delayed job).
+call('DEL', K_RING, K_GLIMIT, K_PAUSED, K_ACTIVE, K_DELAYED, K_DEAD, K_PENDING, K_WAKE, K_SEQ, K_GROUPS,
+     PFX .. 'format')
 return 1
