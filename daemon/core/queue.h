@@ -85,8 +85,9 @@ struct queue {
     /* The store's format (upkeep.c:queue_format_step): formatted once a
      * step said it is current, after which none is sent again; formatting
      * while a step is out; format_indexed, the delayed rows this daemon's
-     * steps put in their group's delayed index. */
-    bool formatted, formatting;
+     * steps put in their group's delayed index; format_warned once a
+     * failed step was logged. */
+    bool formatted, formatting, format_warned;
     uint64_t format_indexed;
     /* completions gathered this loop turn, sent as one script call */
     struct queue_completion *batch;

@@ -144,8 +144,15 @@ static void format_cb(void *priv, const struct store_status *st, bool done, uint
     struct queue *q = priv;
     q->formatting = false;
     q->format_indexed += indexed;
-    if (st->code != 0)
+    if (st->code != 0) {
+        if (!q->format_warned) { /* once a queue: the passes retry it every second */
+            char e[600];
+            log_event(LOG_WARN, "store upgrade step failed: retried at each upkeep pass",
+                      "queue=%s error=%s", q->name, log_quote(st->message, e, sizeof(e)));
+            q->format_warned = true;
+        }
         return;
+    }
     if (!done) {
         /* More to walk: the next step now, as its own call (Redis serves
          * other calls between steps), not with the next pass. */

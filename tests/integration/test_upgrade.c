@@ -7,8 +7,8 @@
  * clean and a cap counts the lanes' delayed jobs. Also: a walk left
  * half-way by a daemon killed mid-way resumes, with the jobs it stopped
  * at promoted meanwhile; two daemons started at once share one walk; a
- * new queue is marked by its first call. The real emqd against a real
- * redis-server. */
+ * new queue is marked by its first call; a step Redis refuses is retried.
+ * The real emqd against a real redis-server. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,6 +256,32 @@ Test(upgrade, a_new_queue_is_marked_before_its_first_write)
     assert_check_clean(c, "nq");
     fx_await_quiet(&fx_emqd);
     cr_assert_eq(logged_jobs(&fx_emqd), 0, "nothing was walked into an index");
+    tc_close(c);
+    redisFree(rc);
+}
+
+/* A step Redis refuses (out of memory: the step adds an entry per job and
+ * has no allow-oom flag) is logged once and sent again by the upkeep
+ * passes: once Redis has room, the walk goes on and finishes. */
+Test(upgrade, a_refused_step_is_retried_until_redis_has_room)
+{
+    redisContext *rc = redis_server_connect(&fx_redis);
+    cr_assert_not_null(rc);
+    old_delayed(rc, "om", "o", 30, 3, redis_time_ms(rc) + 3600000, 1);
+    redisReply *r = redisCommand(rc, "CONFIG SET maxmemory 1");
+    cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    start_emqd(&fx_emqd);
+    await(emqd_log_has(&fx_emqd, "store upgrade step failed"), "the refused step to be logged");
+    cr_assert_not(upgraded(rc, "om"));
+    cr_assert_eq(zcard(rc, "om", "TENo0", "delayed"), 0, "nothing written");
+    r = redisCommand(rc, "CONFIG SET maxmemory 0");
+    cr_assert(r != NULL && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    await(upgraded(rc, "om"), "queue om's format marker to say done");
+    struct tc_conn *c = fx_conn();
+    assert_check_clean(c, "om");
+    cr_assert_eq(emqd_log_count(&fx_emqd, "store upgrade step failed"), 1, "logged once");
     tc_close(c);
     redisFree(rc);
 }
