@@ -20,11 +20,15 @@ end
 -- Every lane is empty and nothing is active, so of the per-group keys only
 -- rate windows may be left (they would expire within their period), and
 -- of the prefix-built ones the throttled index (a lane held by its rate
--- that emptied stays in it until due): the rest are the standard ten.
+-- that emptied stays in it until due) and the format marker (format.lua:
+-- a queue made anew under the name is marked again by the first daemon
+-- to use it, in one step, having no delayed job): the rest are the
+-- standard ten.
 for _, g in ipairs(call('SMEMBERS', K_GROUPS)) do call('DEL', lane_window_key(g)) end
 call('UNLINK', K_THROTTLED, K_ON)
 -- A re-place walk's old rings (lanes that emptied before it reached them).
 local w = walk_of(call('HGET', K_GLIMIT, 'replacing'))
 for n = w and w.first or 1, w and w.last or 0 do call('UNLINK', old_ring_key(n)) end
-call('DEL', K_RING, K_GLIMIT, K_PAUSED, K_ACTIVE, K_DELAYED, K_DEAD, K_PENDING, K_WAKE, K_SEQ, K_GROUPS)
+call('DEL', K_RING, K_GLIMIT, K_PAUSED, K_ACTIVE, K_DELAYED, K_DEAD, K_PENDING, K_WAKE, K_SEQ, K_GROUPS,
+     PFX .. 'format')
 return 1

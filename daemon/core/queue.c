@@ -151,6 +151,10 @@ void queue_start(struct queue *q)
     q->timer.data = q;
     store_queue_on_lost(&q->store, lost_cb, q);
     q->reap_next = q->promote_next = 0;
+    /* Before any other call of the queue (its calls run in the order
+     * made): on a queue that is new, or current already, this one step
+     * says so, and a queue's first write finds its format marked. */
+    queue_format_step(q);
     uv_timer_start(&q->timer, queue_upkeep_cb, 0, 0);
     /* -EEXIST for a queue made anew after a forget: its channel is
      * subscribed already, and wake_cb finds this struct by name. */

@@ -82,6 +82,13 @@ struct queue {
     bool upkeep_busy;
     uint64_t reap_next, promote_next;
     uint64_t due_wanted; /* loop time a lease or job made during a pass is due; 0 = none */
+    /* The store's format (upkeep.c:queue_format_step): formatted once a
+     * step said it is current, after which none is sent again; formatting
+     * while a step is out; format_indexed, the delayed rows this daemon's
+     * steps put in their group's delayed index; format_warned once a
+     * failed step was logged. */
+    bool formatted, formatting, format_warned;
+    uint64_t format_indexed;
     /* completions gathered this loop turn, sent as one script call */
     struct queue_completion *batch;
     size_t nbatch, capbatch;
@@ -112,7 +119,8 @@ struct queue {
 /* Made and freed by the engine. */
 struct queue *queue_new(struct engine *e, const char *name, size_t len);
 void queue_free(struct queue *q);
-/* Start the queue's upkeep timer, subscribe to its wakes (engine_use). */
+/* Start the queue's upkeep timer, subscribe to its wakes (engine_use);
+ * its first call is a format step (queue_format_step). */
 void queue_start(struct queue *q);
 
 /* The queue's store, for a typed call (jobs.h, admin.h). The completions

@@ -433,3 +433,33 @@ int store_reap_group(struct store_queue *sq, const char *group, uint64_t max, st
     const char *argv[] = {group, store_num(m, (long long)max)};
     return store_send(sq, SCRIPT_REAP_GROUP, 2, argv, NULL, upkeep_decode, STORE_CB(cb), priv, 0);
 }
+
+/* format answers {done (0 or 1), indexed}. */
+struct formatted {
+    long long done, indexed;
+};
+
+static int format_parse(const redisReply *r, void *out)
+{
+    struct formatted *f = out;
+    bool ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+              store_int(r->element[0], &f->done) && store_int(r->element[1], &f->indexed);
+    return ok && (f->done == 0 || f->done == 1) && f->indexed >= 0 ? 0 : STORE_SHAPE;
+}
+
+static void format_decode(const struct store_call *c, const struct store_status *st,
+                          const redisReply *r)
+{
+    struct store_status s = *st;
+    struct formatted f = {0, 0};
+    if (!store_parsed(c, &s, r, format_parse, &f))
+        f = (struct formatted){0, 0};
+    ((store_format_cb *)c->cb)(c->priv, &s, f.done == 1, (uint64_t)f.indexed);
+}
+
+int store_format(struct store_queue *sq, uint64_t max, store_format_cb *cb, void *priv)
+{
+    char m[24];
+    const char *argv[] = {store_num(m, (long long)max)};
+    return store_send(sq, SCRIPT_FORMAT, 1, argv, NULL, format_decode, STORE_CB(cb), priv, 0);
+}

@@ -166,6 +166,16 @@ int store_promote(struct store_queue *sq, uint64_t max, store_upkeep_cb *cb, voi
 int store_reap_group(struct store_queue *sq, const char *group, uint64_t max, store_upkeep_cb *cb,
                      void *priv);
 
+/* One step of bringing the queue's store up to this code's format
+ * (format.lua): done when the format is current (nothing more to do, now
+ * or after any later start); indexed, the delayed rows it put in their
+ * group's delayed index this step. */
+typedef void store_format_cb(void *priv, const struct store_status *st, bool done,
+                             uint64_t indexed);
+
+/* Walk up to max members of the delayed set. */
+int store_format(struct store_queue *sq, uint64_t max, store_format_cb *cb, void *priv);
+
 /* --- leases whose reply was lost (lost.c) ------------------------------ */
 
 /* True when leasing calls of sq lost their reply and are not recovered

@@ -314,6 +314,28 @@ static void r_remove(void)
     cf_settle();
 }
 
+/* format: a delayed job taken out of its group's index (as a store an
+ * older emqd wrote holds it) is put back by the walk, which touches the
+ * marker, the row and the index, all keys built from the prefix. */
+static void r_format(void)
+{
+    cr_assert_eq(fx_enqueue_delayed("JOBfm1", "TENfm", 3600000, 0), 1);
+    char key[128];
+    snprintf(key, sizeof(key), "%sg:TENfm:delayed", fx_q.prefix);
+    cr_assert_eq(cf_key_int("DEL", key), 1);
+    char marker[128];
+    snprintf(marker, sizeof(marker), "%sformat", fx_q.prefix);
+    cf_key_int("DEL", marker); /* a walk from the start, whatever ran before */
+    redisReply *r = cf_array(2, SCRIPT_FORMAT, "100", NULL);
+    cr_assert_eq(cf_int_at(r, 0), 1, "done in one step");
+    cr_assert_eq(cf_int_at(r, 1), 1, "JOBfm1 indexed");
+    freeReplyObject(r);
+    cr_assert_eq(cf_key_int("ZCARD", key), 1);
+    r = cf_call(SCRIPT_REMOVE, "JOBfm1", NULL);
+    freeReplyObject(r);
+    cf_settle();
+}
+
 static void r_forget(void)
 {
     cr_assert_eq(fx_enqueue("JOBfg1", "TENfg", "{}"), 1);
@@ -594,6 +616,7 @@ cluster_recipe *const cluster_recipes[SCRIPT__COUNT] = {
     [SCRIPT_EXTEND] = r_extend,
     [SCRIPT_FAIL] = r_fail,
     [SCRIPT_FORGET] = r_forget,
+    [SCRIPT_FORMAT] = r_format,
     [SCRIPT_GROUPS] = r_groups,
     [SCRIPT_JOB] = r_job,
     [SCRIPT_LIMIT] = r_limit,
