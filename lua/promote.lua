@@ -3,7 +3,7 @@
 -- set), at most max per call; then return the lanes of the throttled
 -- index that are due (their rate allows a lease again) to the ring, at
 -- most max of them; then, if a default's re-place walk is in progress
--- (lib.lua:replace_begin), one step of it of at most 250 lanes (about 10 ms
+-- (lib.lua:replace_begin), one step of it of at most 128 lanes (a few ms
 -- at Redis in the worst case, a default rate over one-job lanes).
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 max (>= 1)
@@ -34,6 +34,6 @@ local next_due = tonumber(nxt[2] or '')
 if nxl[2] and (not next_due or tonumber(nxl[2]) < next_due) then next_due = tonumber(nxl[2]) end
 local done = #due / 2 + lanes
 if any_limit == nil then any_limit = call('EXISTS', K_GLIMIT) == 1 end
-if any_limit and not replace_step(math.min(max, 250)) then return {done, 0} end
+if any_limit and not replace_step(math.min(max, 128)) then return {done, 0} end
 if not next_due then return {done, -1} end
 return {done, math.max(0, math.ceil(next_due - now))}

@@ -118,8 +118,8 @@ static int setting_send(struct store_queue *sq, enum script_id id, const char *g
  * is answered when the last of its calls is, with the limit or rate
  * call's own status (the steps' errors are logged: the default is set by
  * then, and the upkeep ends the walk). */
-#define WALK_STEPS  512
-#define WALK_BUDGET 250
+#define WALK_STEPS  64
+#define WALK_BUDGET 128
 
 struct walk_op {
     store_done_cb *cb;

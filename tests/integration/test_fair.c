@@ -382,7 +382,7 @@ Test(fair, pipelined_defaults_take_effect_in_order_and_show_their_source)
 }
 
 /* A default over more lanes than one step of the re-place walk takes
- * (lua/lib.lua: replace_begin; 250 per step): the steps go right behind
+ * (lua/lib.lua: replace_begin; 128 per step): the steps go right behind
  * the limit call, so a claim pipelined after it on the same connection
  * finds every lane placed: exactly one job of each of 800 groups under a
  * default ceiling of 1, then, the ceiling removed, the other one of each. */
