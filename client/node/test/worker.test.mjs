@@ -197,14 +197,24 @@ test('reconnects after emqd restarts with work in hand, and settles it', async (
   await admin.enqueue(q, 'held', { job: 'JOBheld', group: 'TENacme' });
   const release = gate();
   const done = [];
+  let inHand = false;
   const w = worker(q, async (job) => {
-    if (job.id === 'JOBheld') await release;
+    if (job.id === 'JOBheld') {
+      inHand = true;
+      await release;
+    }
     done.push(job.id);
   }, { concurrency: 2, leaseMs: 60000 });
   let connects = 0;
   w.on('connected', () => connects++);
   await w.start();
-  await waitFor(async () => (await admin.job(q, 'JOBheld')).state === 'active', { what: 'JOBheld leased' });
+  // In the handler, not only leased: the daemon leases a pushed job in
+  // Redis before it writes the push, so a row already 'active' may still
+  // be on its way. Killed in between, the daemon takes the push with it:
+  // the lease is nobody's until it expires (a minute here), and the held
+  // job would never be in hand.
+  await waitFor(() => inHand, { what: "JOBheld in the worker's handler" });
+  assert.equal((await admin.job(q, 'JOBheld')).state, 'active');
   // Kill the emqd this test started, by its pid, and start it again on
   // the same port: the worker reconnects by itself.
   admin.destroy();

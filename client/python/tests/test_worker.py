@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set
 
 import pytest
 
@@ -230,18 +230,28 @@ def test_reconnect_after_emqd_restarts_with_work_in_hand(fresh_emqd: Emqd, queue
 
 def test_graceful_stop_releases_what_did_not_finish(emqd: Emqd, other: Client, queue: str, workers: List[Running]) -> None:
     def handler(job: LeasedJob) -> None:
+        in_hand.add(job.job)
         if job.payload == "finishes":
             w.worker.wait_for_stop(DEADLINE)  # finishes once asked to stop, within the grace
         else:
             forever.wait(DEADLINE)  # ignores the stop
 
     forever = threading.Event()
+    in_hand: Set[str] = set()
     w = start(workers, emqd, queue, handler, concurrency=2)
     a = other.enqueue(queue, "finishes", group="TENa").job
     b = other.enqueue(queue, "hangs", group="TENb").job
     rest = [other.enqueue(queue, i, group="TENc").job for i in range(3)]
-    wait_until(lambda: other.stats(queue).active == 2, "two jobs in hand")
-    w.stop(grace=0.5)
+    # In the handlers, not only leased: the daemon leases a pushed job
+    # before the push reaches the worker, and one that arrives after the
+    # stop is given back unstarted.
+    wait_until(lambda: in_hand == {a, b}, "two jobs in hand")
+    assert other.stats(queue).active == 2
+    # A grace long enough for any machine, cut short once the finishing
+    # handler is done: a fixed short one would time the handler.
+    w.worker.stop(DEADLINE, wait=False)
+    wait_until(lambda: w.events.completed == [a], "the job that finishes within the grace")
+    w.stop(grace=0)
     forever.set()
     assert w.events.completed == [a] and w.events.released == [b]
     rb = other.job(queue, b)
