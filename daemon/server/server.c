@@ -20,6 +20,7 @@
 static void flush_cb(uv_check_t *h)
 {
     struct server *s = h->data;
+    uv_idle_stop(&s->kick); /* the flush is here (client.c:client_mark_dirty) */
     /* Completions first (their replies come later); then the budget
      * (which may pause or resume reads, and answer refused lines); then
      * every reply and push of this turn leaves in one write per
@@ -113,6 +114,8 @@ int server_init(struct server *s, uv_loop_t *loop, const struct config *cfg)
     uv_unref((uv_handle_t *)&s->flush);
     uv_idle_init(loop, &s->resume);
     s->resume.data = s;
+    uv_idle_init(loop, &s->kick);
+    uv_unref((uv_handle_t *)&s->kick); /* it never keeps the loop alive by itself */
     uv_timer_init(loop, &s->sweep);
     s->sweep.data = s;
     uv_timer_start(&s->sweep, sweep_cb, 1000, 1000);
@@ -198,6 +201,7 @@ static void stopped_cb(void *priv)
     uv_close((uv_handle_t *)&s->sweep, NULL);
     client_resume_all(s); /* drops the references of any still queued */
     uv_close((uv_handle_t *)&s->resume, NULL);
+    uv_close((uv_handle_t *)&s->kick, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
     s->tls = tls_ctx_free(s->tls); /* connections still open keep their own references */

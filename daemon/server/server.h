@@ -60,6 +60,7 @@ struct server {
     uv_timer_t sweep;       /* forgets leases that have run out (lease_sweep) */
     uint64_t history_next;  /* uv_now() of the next queue history sample (cmd_view.c) */
     uv_idle_t resume;       /* runs client_resume_all while clients wait in resumed */
+    uv_idle_t kick;         /* active while clients are dirty: poll must not block (client.c) */
     struct client *resumed; /* clients whose paused reads may resume */
     struct budget bud;      /* the bytes held for every client, against max-buffered */
     struct tls_ctx *tls;    /* new TCP connections' TLS context (client_tls.h), or NULL */
