@@ -301,13 +301,12 @@ local function rate_recheck(g)
     call('HDEL', K_GLIMIT, 't:' .. g)
     return
   end
-  local n, per = rate_of(r)
-  local ht, hc, count, tt = window_read(win, per, clock())
-  local due = nil
-  if ht then
-    call('PEXPIREAT', win, int(tt + per))
-    if count >= n then due = window_due(win, count, n, per, ht, hc) end
-  end
+  local _, per = rate_of(r)
+  local tail = call('LINDEX', win, -1)
+  -- The key must live P ms past its newest entry under the new P too (an
+  -- entry already P ms old makes it go at once).
+  if tail then call('PEXPIREAT', win, int(window_entry(tail) + per)) end
+  local due = rate_due_now(g, r)
   if due then
     call('HSET', K_GLIMIT, 't:' .. g, int(due))
   else
