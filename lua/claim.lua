@@ -45,13 +45,13 @@ local tok = call('INCRBY', K_SEQ, int(n)) - n
 local served = 0
 
 -- Lease lane g's head job into out; false when the lane was empty.
+local lane
 local function serve(g)
-  local head = call('ZPOPMIN', lane_key(g))
+  lane = lane_key(g) -- spent() reads the same lane next
+  local head = call('ZPOPMIN', lane)
   if #head == 0 then return false end
   served = served + 1
-  local job = lease(head[1], g, dl, token(tok + served, now), now, by)
-  for i = 1, width do out[#out + 1] = job[i] end
-  bytes = bytes + #job[3]
+  bytes = bytes + lease(head[1], g, dl, token(tok + served, now), now, by, out, width)
   return true
 end
 
@@ -63,7 +63,7 @@ end
 -- the throttled index until then. Every lease is counted as it is made,
 -- so no batch, however large, takes a lane past its rate.
 local function spent(g, lim, r)
-  local empty = call('ZCARD', lane_key(g)) == 0
+  local empty = call('ZCARD', lane) == 0
   local full = lim ~= nil and gactive(g) >= lim
   if not r then return empty or full end
   local due = window_lease(g, r, now)

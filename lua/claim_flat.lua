@@ -23,9 +23,7 @@ local tok = call('INCRBY', K_SEQ, int(k)) - k
 local dl = int(deadline)
 local bytes = 0
 for i = 1, k do
-  local job = lease(popped[2 * i - 1], '', dl, token(tok + i, now), now, by)
-  for j = 1, width do out[#out + 1] = job[j] end
-  bytes = bytes + #job[3]
+  bytes = bytes + lease(popped[2 * i - 1], '', dl, token(tok + i, now), now, by, out, width)
   if max_bytes > 0 and bytes >= max_bytes and i < k then
     -- The rest go back as they were (score 0: the set orders by id); their
     -- reserved tokens are skipped, as a short grouped claim's are.

@@ -14,27 +14,27 @@ local keep = tonumber(ARGV[2])
 if not keep or keep < 0 or #ARGV < 4 or #ARGV % 2 ~= 0 then
   return redis.error_reply('EARG retention_ms and (job, lease) pairs expected')
 end
-local now = int(now_ms())
+local now, ttl = int(now_ms()), int(keep)
 local out = {}
 for i = 3, #ARGV, 2 do
-  local id = ARGV[i]
-  local g, err = check_lease(id, ARGV[i + 1])
-  if err == 'ELEASE' then
-    local f = call('HMGET', row_key(id), 'state', 'lease')
-    if f[1] == 'completed' and f[2] == ARGV[i + 1] then g, err = nil, 'completed' end
-  end
-  if not g then
-    out[#out + 1] = err
+  local id, tok = ARGV[i], ARGV[i + 1]
+  local row = row_key(id)
+  local f = call('HMGET', row, 'state', 'lease', 'group')
+  if not f[1] then
+    out[#out + 1] = 'ENOJOB'
+  elseif f[1] ~= 'active' or f[2] ~= tok then
+    out[#out + 1] = f[1] == 'completed' and f[2] == tok and 'completed' or 'ELEASE'
   else
-    leave_active(id, g)
-    local row = row_key(id)
+    leave_active(id, f[3] or '')
     if keep == 0 then
       call('DEL', row)
     else
-      call('HSET', row, 'state', 'completed', 'finished_ms', now)
-      -- The payload is not needed to answer 'duplicate'; free it now.
-      call('HDEL', row, 'lease_until', 'payload')
-      call('PEXPIRE', row, int(keep))
+      -- The payload is not needed to answer 'duplicate': it is freed now,
+      -- overwritten with '' in the same call as the state (an HDEL would be
+      -- one more call per job); lease_until likewise. job.lua reads an
+      -- empty payload or lease_until as absent.
+      call('HSET', row, 'state', 'completed', 'finished_ms', now, 'payload', '', 'lease_until', '')
+      call('PEXPIRE', row, ttl)
     end
     out[#out + 1] = 'completed'
   end

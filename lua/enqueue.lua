@@ -39,8 +39,9 @@ local function handoff(id, g, lease_ms, now, by)
     call('SADD', K_GROUPS, g)
   end
   local deadline = now + lease_ms
-  local job = lease(id, g, int(deadline), token(call('INCR', K_SEQ), now), now, by)
-  return {deadline, job[1], job[2], job[3], job[4], job[5]}
+  local out = {deadline}
+  lease(id, g, int(deadline), token(call('INCR', K_SEQ), now), now, by, out, 5)
+  return out
 end
 
 local id, g = ARGV[2], ARGV[3]

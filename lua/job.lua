@@ -7,4 +7,15 @@
 -- A script rather than a plain HGETALL so that it runs in order with the
 -- queue's other calls even across a NOSCRIPT recovery (daemon/store/pool.c),
 -- which holds and resends script calls only.
-return call('HGETALL', row_key(ARGV[2]))
+-- A completed row holds payload and lease_until as '' (complete.lua frees
+-- them in the call that sets its state): they read as absent.
+local row = call('HGETALL', row_key(ARGV[2]))
+local out = {}
+for i = 1, #row, 2 do
+  local f = row[i]
+  if row[i + 1] ~= '' or (f ~= 'payload' and f ~= 'lease_until') then
+    out[#out + 1] = f
+    out[#out + 1] = row[i + 1]
+  end
+end
+return out

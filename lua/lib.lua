@@ -579,11 +579,13 @@ end
 -- by is the calling daemon's tag for this call ('' or nil: none), kept as
 -- the row's lease_by so that the daemon can give the lease back should the
 -- call's reply be lost (recover.lua).
--- Returns {id, group, payload, attempt, token, wait}: wait is the ms the
--- job waited since it last became claimable, its row's ready_ms (set when
--- a delayed job came due or a job was put back) or else its created_ms
--- (a job due at once is claimable from its enqueue); never negative.
-local function lease(id, g, dl, tok, now, by)
+-- Appends to out the job's first width (5 or 6) of {id, group, payload,
+-- attempt, token, wait} (straight into the caller's reply: no table per
+-- job) and returns the payload's length. wait is the ms the job waited
+-- since it last became claimable, its row's ready_ms (set when a delayed
+-- job came due or a job was put back) or else its created_ms (a job due
+-- at once is claimable from its enqueue); never negative.
+local function lease(id, g, dl, tok, now, by, out, width)
   local row = row_key(id)
   local f = call('HMGET', row, 'attempts', 'payload', 'ready_ms', 'created_ms')
   local att = tonumber(f[1] or '0') + 1
@@ -591,8 +593,10 @@ local function lease(id, g, dl, tok, now, by)
        'lease_by', by or '')
   call('ZADD', K_ACTIVE, dl, id)
   if g ~= '' then call('ZADD', lane_active_key(g), dl, id) end
-  local ready = tonumber(f[3] or f[4] or '') or now
-  return {id, g, f[2] or '', att, tok, math.max(0, now - ready)}
+  local payload, n = f[2] or '', #out
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, g, payload, att, tok
+  if width == 6 then out[n + 6] = math.max(0, now - (tonumber(f[3] or f[4] or '') or now)) end
+  return #payload
 end
 
 -- Check a presented lease: returns the row's group, or nil and a status.

@@ -144,6 +144,20 @@ LANE_TEST(lease, completed_rows_are_kept_for_the_retention_then_expire)
     cr_assert_str_eq(v, "completed");
     fx_row("JOB1", "payload", v, sizeof(v));
     cr_assert_str_eq(v, "", "the payload is freed at completion");
+    /* The job op reads the freed payload and lease_until as absent, and
+     * the rest of the row as it was. */
+    redisReply *row = lanes_call(fx_conn, &fx_q, SCRIPT_JOB, "JOB1", NULL);
+    cr_assert_eq(row->type, REDIS_REPLY_ARRAY);
+    bool state = false, attempts = false;
+    for (size_t i = 0; i + 1 < row->elements; i += 2) {
+        const char *f = row->element[i]->str, *val = row->element[i + 1]->str;
+        cr_assert(strcmp(f, "payload") != 0 && strcmp(f, "lease_until") != 0,
+                  "a completed row shows no %s (\"%s\")", f, val);
+        state = state || (strcmp(f, "state") == 0 && strcmp(val, "completed") == 0);
+        attempts = attempts || (strcmp(f, "attempts") == 0 && strcmp(val, "1") == 0);
+    }
+    cr_assert(state && attempts, "state completed and attempts 1 are kept");
+    freeReplyObject(row);
     cr_assert_eq(fx_enqueue("JOB1", "TENa", "{}"), 0, "a re-sent id is still a duplicate");
     redisReply *ttl = redisCommand(fx_conn, "PTTL %sjob:JOB1", fx_q.prefix);
     cr_assert(ttl->integer > 0 && ttl->integer <= 3600000,
