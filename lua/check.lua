@@ -128,6 +128,24 @@ local function row(id)
   end
 end
 
+-- Invariant 9, retention (lib.lua:retire): a bucket done:<t> is in the
+-- done index at t, or retire never reaches it and its rows are never
+-- deleted; and it holds only ids of completed rows (one that is gone is
+-- not counted: a row of a bucket can be deleted only by retire, or by
+-- an operator). Its first ids are checked, as many as a row step's
+-- budget would take.
+local function retained(t)
+  if call('ZSCORE', K_DONE, t) ~= t then
+    bad('done:' .. t .. ' is not in the done index at ' .. t .. ': its rows would never be deleted')
+  end
+  for _, id in ipairs(call('LRANGE', done_key(t), 0, math.max(0, math.floor(budget / 2) - 1))) do
+    local state = row_of(id)
+    if state and state ~= 'completed' then
+      bad('done:' .. t .. ' holds ' .. id .. ', which is ' .. state .. ', not completed')
+    end
+  end
+end
+
 local registered = {}
 local function is_registered(g)
   if registered[g] == nil then registered[g] = call('SISMEMBER', K_GROUPS, g) == 1 end
@@ -296,6 +314,8 @@ if step == 'rows' then
       local g = string.match(rest, '^g:([^:]+):%a+$')
       if string.sub(rest, 1, 4) == 'job:' then
         row(string.sub(rest, 5))
+      elseif string.match(rest, '^done:%d+$') then
+        retained(string.sub(rest, 6))
       elseif g and not named[g] and not is_registered(g) then
         named[g] = true
         names[#names + 1] = g

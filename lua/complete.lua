@@ -5,6 +5,8 @@
 -- ARGV:  1 prefix, 2 retention_ms (how long the row is kept so a re-sent id
 --        is still a duplicate; 0 deletes it at once), then pairs
 --        (job id, lease token).
+-- A kept row goes into the retention bucket of the second at or after now
+-- + retention_ms, one RPUSH for the call's completions (lib.lua:retire).
 -- Returns one status per pair: 'completed', 'ENOJOB' (no such job) or
 -- 'ELEASE' (not active, or the token is stale: nothing changed).
 -- Re-sending a completion that already succeeded (same token; e.g. after
@@ -14,8 +16,9 @@ local keep = tonumber(ARGV[2])
 if not keep or keep < 0 or #ARGV < 4 or #ARGV % 2 ~= 0 then
   return redis.error_reply('EARG retention_ms and (job, lease) pairs expected')
 end
-local now, ttl = int(now_ms()), int(keep)
-local out = {}
+local t_now = now_ms()
+local now = int(t_now)
+local out, kept = {}, {}
 for i = 3, #ARGV, 2 do
   local id, tok = ARGV[i], ARGV[i + 1]
   local row = row_key(id)
@@ -34,9 +37,14 @@ for i = 3, #ARGV, 2 do
       -- one more call per job); lease_until likewise. job.lua reads an
       -- empty payload or lease_until as absent.
       call('HSET', row, 'state', 'completed', 'finished_ms', now, 'payload', '', 'lease_until', '')
-      call('PEXPIRE', row, ttl)
+      kept[#kept + 1] = id
     end
     out[#out + 1] = 'completed'
   end
+end
+if #kept > 0 then
+  local t = int(math.ceil((t_now + keep) / RETIRE_QUANTUM) * RETIRE_QUANTUM)
+  -- A new bucket (the list is just these) joins the index.
+  if call('RPUSH', done_key(t), unpack(kept)) == #kept then call('ZADD', K_DONE, t, t) end
 end
 return out

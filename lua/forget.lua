@@ -1,12 +1,17 @@
 -- forget: delete a queue that holds no job: its structures, its groups'
--- ceilings and pauses, its lease counter. Completed jobs' rows are left
--- to expire with their retention (they are not the queue's structure).
+-- ceilings and pauses, its lease counter, and the rows its completed jobs
+-- keep for their retention. Those are deleted by the queue's upkeep
+-- (lib.lua:retire), which a forgotten queue no longer has, so forget
+-- deletes them itself, at most 10,000 per call (a few ms at Redis): a
+-- call that leaves some answers 0, and the daemon calls again.
 -- flags: allow-oom (it only deletes; scripts/embed_lua.py)
 -- Admin use: O(groups) (it looks at the lane of every registered group,
 -- as stats does).
 -- KEYS:  the standard ten (lib.lua).
--- ARGV:  1 prefix
--- Returns 1 once the queue's keys are gone.
+-- ARGV:  1 prefix, 2 most retained rows deleted per call (optional, default
+--        10000; tests use a small one)
+-- Returns 1 once the queue's keys are gone, 0 when retained rows are left
+-- (nothing else changed: call again).
 -- Errors: ESTATE when anything is pending, active, delayed or dead
 -- (nothing is changed then).
 local pending = call('ZCARD', K_PENDING)
@@ -17,6 +22,10 @@ if pending + active + delayed + dead > 0 then
     'ESTATE the queue holds jobs (pending %d, active %d, delayed %d, dead %d)',
     pending, active, delayed, dead))
 end
+local most = tonumber(ARGV[2] or '10000')
+if not most or most < 1 then return redis.error_reply('EARG bad row budget') end
+local _, left = retire(0, most, true)
+if left then return 0 end
 -- Every lane is empty and nothing is active, so of the per-group keys only
 -- rate windows may be left (they would expire within their period), and
 -- of the prefix-built ones the throttled index (a lane held by its rate
@@ -30,5 +39,5 @@ call('UNLINK', K_THROTTLED, K_ON)
 local w = walk_of(call('HGET', K_GLIMIT, 'replacing'))
 for n = w and w.first or 1, w and w.last or 0 do call('UNLINK', old_ring_key(n)) end
 call('DEL', K_RING, K_GLIMIT, K_PAUSED, K_ACTIVE, K_DELAYED, K_DEAD, K_PENDING, K_WAKE, K_SEQ, K_GROUPS,
-     PFX .. 'format')
+     PFX .. 'format', K_DONE)
 return 1

@@ -45,7 +45,10 @@
 -- plus the head's c, from two reads (see window_lease).
 -- Also built from the prefix: throttled (zset), the lanes off the ring
 -- only for their rate -> when they may be leased again (the due-time
--- index promote.lua empties, as it does delayed).
+-- index promote.lua empties, as it does delayed); done:<t> (list), the
+-- ids of the completed rows to delete at time t (ms, a whole second: the
+-- retention's buckets, see retire), and done (zset), those buckets' t ->
+-- t.
 -- gactive[G], the in-flight count of the ceiling rule, is ZCARD of
 -- g:<G>:active: that index holds exactly G's active jobs, so keeping a
 -- separate counter hash would be a second copy to keep equal (and, with
@@ -68,6 +71,7 @@ local K_RING, K_GLIMIT, K_PAUSED, K_ACTIVE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_DELAYED, K_DEAD, K_PENDING, K_WAKE = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_SEQ, K_GROUPS = KEYS[9], KEYS[10]
 local K_THROTTLED = PFX .. 'throttled'
+local K_DONE = PFX .. 'done'
 
 local call = redis.call
 
@@ -89,6 +93,44 @@ local function lane_key(g) return PFX .. 'g:' .. g .. ':pending' end
 local function lane_active_key(g) return PFX .. 'g:' .. g .. ':active' end
 local function lane_delayed_key(g) return PFX .. 'g:' .. g .. ':delayed' end
 local function lane_window_key(g) return PFX .. 'g:' .. g .. ':window' end
+local function done_key(t) return PFX .. 'done:' .. t end
+
+-- Retention. A completed row is kept retention_ms so that a re-sent id is
+-- still a duplicate, then deleted. A PEXPIRE per row did that at a price
+-- paid on every job: the call itself, and with the rows' TTLs in Redis's
+-- expires table every key lookup of every command looked there too
+-- (tests/bench/RESULTS.md: ~9.7k of a drained job's ~147k Redis
+-- instructions), then the active expiry's sampling. Instead a complete
+-- call pushes the ids it completes, in one RPUSH, into the bucket of the
+-- second at or after now + retention (done:<t>), and retire() deletes the
+-- rows of the buckets that are due, from promote.lua (the upkeep timer
+-- wakes for the next one): a row is kept at least its retention, and at
+-- most about a second and an upkeep pass longer.
+local RETIRE_QUANTUM = 1000
+
+-- Delete the rows of the retention buckets due at now (all of them with
+-- all), at most max rows; returns how many and whether any due is left.
+-- A bucket holds only ids of completed rows: a row, once completed, is
+-- never written again until it is deleted (an enqueue of its id is a
+-- duplicate; drain, remove and dead purge touch only other states).
+local function retire(now, max, all)
+  local n, upto = 0, all and '+inf' or int(now)
+  while n < max do
+    local first = call('ZRANGE', K_DONE, '-inf', upto, 'BYSCORE', 'LIMIT', 0, 1)
+    if #first == 0 then return n, false end
+    local key = done_key(first[1])
+    -- At most 1000 a pass: unpack's bound is Lua's C stack (8000).
+    local ids = call('LPOP', key, math.min(max - n, 1000))
+    if ids then
+      local rows = {}
+      for i, id in ipairs(ids) do rows[i] = row_key(id) end
+      call('UNLINK', unpack(rows))
+      n = n + #ids
+    end
+    if call('EXISTS', key) == 0 then call('ZREM', K_DONE, first[1]) end
+  end
+  return n, #call('ZRANGE', K_DONE, '-inf', upto, 'BYSCORE', 'LIMIT', 0, 1) > 0
+end
 
 -- Wake parked consumers: a bounded token list for BLPOP-style waiters and a
 -- sharded publish (its channel is in the queue's slot) so every daemon

@@ -229,10 +229,35 @@ int store_rate(struct store_queue *sq, const char *group, long long max, long lo
     return store_send(sq, SCRIPT_RATE, 3, argv, NULL, done_decode, STORE_CB(cb), priv, 0);
 }
 
-/* forget returns 1 too. */
+/* forget answers 1 once the queue's keys are gone, and 0 while rows its
+ * completed jobs keep for their retention are left: it deletes those in
+ * bounded calls (lua/forget.lua), so it is sent again from its own reply,
+ * each call after the one before on the queue's route, until it answers 1
+ * or an error. */
+static int forget_parse(const redisReply *r, void *out)
+{
+    if (r->type != REDIS_REPLY_INTEGER || (r->integer != 0 && r->integer != 1))
+        return STORE_SHAPE;
+    *(bool *)out = r->integer == 1;
+    return 0;
+}
+
+static void forget_decode(const struct store_call *c, const struct store_status *st,
+                          const redisReply *reply)
+{
+    struct store_status s = *st;
+    bool gone = false;
+    if (store_parsed(c, &s, reply, forget_parse, &gone) && !gone) {
+        if (store_forget(c->sq, (store_done_cb *)c->cb, c->priv) == 0)
+            return;
+        s = (struct store_status){WIRE_EUNAVAILABLE, "the backend is unavailable"};
+    }
+    ((store_done_cb *)c->cb)(c->priv, &s);
+}
+
 int store_forget(struct store_queue *sq, store_done_cb *cb, void *priv)
 {
-    return store_send(sq, SCRIPT_FORGET, 0, NULL, NULL, done_decode, STORE_CB(cb), priv, 0);
+    return store_send(sq, SCRIPT_FORGET, 0, NULL, NULL, forget_decode, STORE_CB(cb), priv, 0);
 }
 
 /* pause and resume return 1 (it changed) or 0. */

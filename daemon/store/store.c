@@ -199,7 +199,7 @@ int store_send(struct store_queue *sq, enum script_id id, int argc, const char *
     if (c == NULL)
         return -ENOMEM;
     *c = (struct store_call){
-        .name = script_table[id].name, .decode = decode, .cb = cb, .priv = priv, .n = n};
+        .name = script_table[id].name, .decode = decode, .cb = cb, .priv = priv, .n = n, .sq = sq};
     int rc = pool_script(sq->pool, &sq->route, id, &sq->keys, argc, argv, lens, reply_cb, c);
     if (rc != 0)
         free(c);

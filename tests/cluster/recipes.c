@@ -449,7 +449,14 @@ static void r_promote(void)
     freeReplyObject(r);
     r = cf_array(2, SCRIPT_PROMOTE, "10", NULL);
     cr_assert_eq(cf_int_at(r, 0), 2);
-    cr_assert_eq(cf_int_at(r, 1), -1, "nothing is delayed any more");
+    /* Nothing is delayed any more: promote sleeps until the next retention
+     * bucket of the jobs earlier recipes completed, if any. */
+    char done[128];
+    snprintf(done, sizeof(done), "%sdone", fx_q.prefix);
+    if (cf_key_int("ZCARD", done) == 0)
+        cr_assert_eq(cf_int_at(r, 1), -1, "nothing is delayed any more");
+    else
+        cr_assert_gt(cf_int_at(r, 1), 0, "nothing is due but a retention bucket");
     freeReplyObject(r);
     cf_expect_row("JOBpr1", "state", "pending");
     struct leased g = cf_claim_one(false, 60000), f = cf_claim_one(true, 60000);

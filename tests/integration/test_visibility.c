@@ -626,9 +626,9 @@ static long long registered(redisContext *rc, const char *queue)
     return redis_int(rc, "SISMEMBER emq:queues %s", queue);
 }
 
-/* An empty queue leaves the registry, its keys (but the completed rows
- * its retention keeps), this daemon and /metrics; a later enqueue makes
- * it anew. */
+/* An empty queue leaves the registry, its keys (the completed rows its
+ * retention keeps too: no upkeep would delete them), this daemon and
+ * /metrics; a later enqueue makes it anew. */
 Test(visibility, forget_removes_an_empty_queue_everywhere)
 {
     struct tc_conn *c = fx_conn();
@@ -650,7 +650,7 @@ Test(visibility, forget_removes_an_empty_queue_everywhere)
     fx_await_quiet(&fx_emqd);
     cr_assert_eq(registered(rc, "fg"), 0, "still registered");
     cr_assert_eq(structure_keys(rc, "fg"), 0, "keys left");
-    cr_assert_eq(redis_int(rc, "EXISTS emq:{fg}:job:JOBf1"), 1, "the completed row stays");
+    cr_assert_eq(redis_int(rc, "EXISTS emq:{fg}:job:JOBf1"), 0, "the completed row went too");
     cr_assert_not(in_metrics("fg"), "still in /metrics");
     json_t *page = queues_page(c, NULL, 1000);
     cr_assert_null(row_of(page, "fg"), "still listed by queues");
@@ -668,6 +668,60 @@ Test(visibility, forget_removes_an_empty_queue_everywhere)
     redisFree(rc);
     tc_close(c);
     cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly");
+}
+
+/* More completed rows kept than one forget call deletes (10,000,
+ * lua/forget.lua): the daemon calls again from the reply until all are
+ * gone, and answers once. */
+Test(visibility, forget_deletes_more_retained_rows_than_one_call_does, .timeout = 240)
+{
+    enum { N = 10050, PER = 1000 };
+    struct tc_conn *c = fx_conn();
+    static char line[PER * 48 + 128];
+    for (int done = 0; done < N;) {
+        int n = N - done < PER ? N - done : PER;
+        size_t len = (size_t)snprintf(line, sizeof(line),
+                                      "{\"op\":\"enqueue_many\",\"queue\":\"fb\",\"jobs\":[");
+        for (int i = 0; i < n; i++)
+            len +=
+                (size_t)snprintf(line + len, sizeof(line) - len,
+                                 "%s{\"job\":\"JOBb%05d\",\"payload\":1}", i ? "," : "", done + i);
+        snprintf(line + len, sizeof(line) - len, "]}");
+        json_decref(OK(c, "%s", line));
+        done += n;
+    }
+    int completed = 0;
+    while (completed < N) {
+        json_t *cl = OK(c, "{\"op\":\"claim\",\"queue\":\"fb\",\"flat\":true,\"count\":%d}", PER);
+        json_t *jobs = json_object_get(cl, "jobs");
+        size_t n = json_array_size(jobs);
+        cr_assert_gt(n, 0, "claim found none with %d of %d completed", completed, N);
+        /* Pipelined: every completion sent, then every reply read. */
+        for (size_t i = 0; i < n; i++) {
+            json_t *j = json_array_get(jobs, i);
+            snprintf(line, sizeof(line),
+                     "{\"op\":\"complete\",\"queue\":\"fb\",\"job\":\"%s\",\"lease\":\"%s\"}",
+                     jstr(j, "job"), jstr(j, "lease"));
+            cr_assert_eq(tc_send_line(c, line), 0);
+        }
+        for (size_t i = 0; i < n; i++) {
+            json_t *r = tc_read(c, wait_deadline_ms(0));
+            assert_ok(r);
+            json_decref(r);
+        }
+        completed += (int)n;
+        json_decref(cl);
+    }
+    redisContext *rc = redis_server_connect(&fx_redis);
+    cr_assert_eq(redis_int(rc, "EXISTS emq:{fb}:job:JOBb00000"), 1, "kept for the retention");
+    json_t *r = OK(c, "{\"op\":\"forget\",\"queue\":\"fb\"}");
+    cr_assert_eq(json_object_size(r), 1, "{\"ok\":true}");
+    json_decref(r);
+    cr_assert_eq(queue_keys(rc, "fb"), 0, "every key went, all %d kept rows too", N);
+    json_decref(OK(c, "{\"op\":\"enqueue\",\"queue\":\"fb\",\"job\":\"JOBb00000\",\"payload\":1}"));
+    cr_assert_eq(fx_stat(c, "fb", "pending"), 1, "the id is free again");
+    redisFree(rc);
+    tc_close(c);
 }
 
 /* A snapshot of what a refused forget must not change: the registry and

@@ -312,3 +312,29 @@ LANE_TEST(admin, forget_deletes_every_key_of_an_empty_queue)
     cr_assert_eq(fx_claim(1, 30000, &j, NULL), 1);
     cr_assert_str_eq(j.job, "JOB02");
 }
+
+LANE_TEST(admin, forget_deletes_the_retained_rows_in_bounded_calls)
+{
+    /* Five completed rows kept for an hour (lib.lua:retire's buckets):
+     * a forgotten queue has no upkeep to delete them, so forget does. */
+    struct leased j[5];
+    fx_lease_n("JOBk", 5, j);
+    fx_complete_all(j, 5, "3600000");
+    /* A forget refused (a job pending) deletes none of them. */
+    cr_assert_eq(fx_enqueue("JOBp", "TENa", "{}"), 1);
+    char code[32];
+    fx_error(code, sizeof(code), SCRIPT_FORGET, "2", NULL);
+    cr_assert_str_eq(code, "ESTATE");
+    char v[32];
+    fx_row("JOBk0", "state", v, sizeof(v));
+    cr_assert_str_eq(v, "completed", "a refused forget deleted a retained row");
+    freeReplyObject(lanes_call(fx_conn, &fx_q, SCRIPT_REMOVE, "JOBp", NULL));
+
+    /* At most 2 rows a call: 0 (call again) until none is left. */
+    cr_assert_eq(fx_int(SCRIPT_FORGET, "2", NULL), 0);
+    cr_assert_eq(fx_int(SCRIPT_FORGET, "2", NULL), 0);
+    cr_assert(queue_keys() > 0, "the queue's structures wait for the last call");
+    cr_assert_eq(fx_int(SCRIPT_FORGET, "2", NULL), 1);
+    cr_assert_eq(queue_keys(), 0, "every key of the queue is gone, the kept rows too");
+    cr_assert_eq(fx_enqueue("JOBk0", "TENa", "{}"), 1, "the id is free again");
+}

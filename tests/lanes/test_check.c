@@ -154,3 +154,38 @@ LANE_TEST(check, a_step_examines_no_more_than_its_budget)
     cr_assert_eq(p.nnames, 1, "TENl0 is serviceable");
     cr_assert_str_eq(p.next, "1:1:0", "TENl0's lane comes next");
 }
+
+/* Retention buckets (lib.lua:retire): one the done index does not hold
+ * would never be deleted, and one must hold only completed rows. */
+LANE_TEST(check, the_rows_step_names_a_retention_bucket_out_of_its_index)
+{
+    cr_assert_eq(fx_enqueue("JOBok", "TENa", "{}"), 1);
+    cr_assert_eq(fx_enqueue("JOBpend", "TENa", "{}"), 1);
+    struct leased j;
+    cr_assert_eq(fx_claim(1, 30000, &j, NULL), 1);
+    char st[32];
+    fx_complete(j.job, j.lease, st, sizeof(st));
+    cr_assert_str_eq(st, "completed");
+    redisReply *r = redisCommand(fx_conn, "RPUSH %sdone:1000 JOBpend", fx_q.prefix);
+    freeReplyObject(r);
+
+    bool unindexed = false, wrong = false, other = false;
+    char cursor[256] = "";
+    do {
+        struct page p;
+        step(&p, "rows", cursor, "100", NULL);
+        for (size_t i = 0; i < p.nviolations; i++) {
+            if (strstr(p.violations[i], "done:1000 is not in the done index"))
+                unindexed = true;
+            else if (strstr(p.violations[i], "done:1000 holds JOBpend"))
+                wrong = true;
+            else
+                other = true;
+        }
+        snprintf(cursor, sizeof(cursor), "%s", p.next);
+    } while (cursor[0] != '\0');
+    cr_assert(unindexed && wrong, "both are named (unindexed %d, wrong %d)", unindexed, wrong);
+    cr_assert_not(other, "and nothing else: a kept row's own bucket is in order");
+    r = redisCommand(fx_conn, "DEL %sdone:1000", fx_q.prefix);
+    freeReplyObject(r);
+}

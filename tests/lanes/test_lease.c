@@ -134,7 +134,38 @@ static void complete_with_retention(const char *id, const char *keep_ms)
     freeReplyObject(r);
 }
 
-LANE_TEST(lease, completed_rows_are_kept_for_the_retention_then_expire)
+/* The retention bucket (lib.lua:retire) that holds job: the done index's
+ * bucket whose list has it; asserts there is exactly one. */
+static long long bucket_of(const char *job)
+{
+    redisReply *b = redisCommand(fx_conn, "ZRANGE %sdone 0 -1", fx_q.prefix);
+    cr_assert_eq(b->type, REDIS_REPLY_ARRAY);
+    long long found = -1;
+    for (size_t i = 0; i < b->elements; i++) {
+        redisReply *p =
+            redisCommand(fx_conn, "LPOS %sdone:%s %s", fx_q.prefix, b->element[i]->str, job);
+        if (p->type == REDIS_REPLY_INTEGER) {
+            cr_assert_eq(found, -1, "%s is in two buckets", job);
+            found = atoll(b->element[i]->str);
+        }
+        freeReplyObject(p);
+    }
+    freeReplyObject(b);
+    cr_assert_neq(found, -1, "%s is in no retention bucket", job);
+    return found;
+}
+
+/* One promote of at most 100; returns what it promoted. */
+static long long promote(void)
+{
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_PROMOTE, "100", NULL);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "promote: %s", r->str ? r->str : "?");
+    long long n = r->element[0]->integer;
+    freeReplyObject(r);
+    return n;
+}
+
+LANE_TEST(lease, completed_rows_are_kept_for_the_retention_then_retired)
 {
     /* Kept for an hour: within the test the row is surely there. */
     cr_assert_eq(fx_enqueue("JOB1", "TENa", "{\"big\":1}"), 1);
@@ -159,16 +190,75 @@ LANE_TEST(lease, completed_rows_are_kept_for_the_retention_then_expire)
     cr_assert(state && attempts, "state completed and attempts 1 are kept");
     freeReplyObject(row);
     cr_assert_eq(fx_enqueue("JOB1", "TENa", "{}"), 0, "a re-sent id is still a duplicate");
-    redisReply *ttl = redisCommand(fx_conn, "PTTL %sjob:JOB1", fx_q.prefix);
-    cr_assert(ttl->integer > 0 && ttl->integer <= 3600000,
-              "the row expires with the retention (%lld ms left)", ttl->integer);
-    freeReplyObject(ttl);
 
-    /* Kept for 1 ms: once the row has expired, the id is free again. */
+    /* No TTL: the row waits in the retention bucket of the second at or
+     * after its completion + the retention, which the done index holds. */
+    redisReply *ttl = redisCommand(fx_conn, "PTTL %sjob:JOB1", fx_q.prefix);
+    cr_assert_eq(ttl->integer, -1, "a kept row has no TTL (%lld)", ttl->integer);
+    freeReplyObject(ttl);
+    long long t = bucket_of("JOB1");
+    fx_row("JOB1", "finished_ms", v, sizeof(v));
+    cr_assert(t % 1000 == 0 && t >= atoll(v) + 3600000 && t < atoll(v) + 3600000 + 1000,
+              "bucket %lld is the second at or after finished_ms %s + the retention", t, v);
+    cr_assert_eq(promote(), 0, "a bucket not due is left alone");
+    cr_assert(row_exists("JOB1"));
+
+    /* Kept for 1 ms: once its bucket is due, the upkeep's promote deletes
+     * the row and the id is free again. */
     cr_assert_eq(fx_enqueue("JOB2", "TENa", "{}"), 1);
     complete_with_retention("JOB2", "1");
-    await(!row_exists("JOB2"), "the completed row to expire after its retention");
+    long long t2 = bucket_of("JOB2");
+    fx_await_past(t2);
+    cr_assert(row_exists("JOB2"), "nothing deletes a row but retire");
+    promote();
+    cr_assert_not(row_exists("JOB2"), "the due bucket's row is deleted");
+    cr_assert(row_exists("JOB1"), "the bucket not due is kept");
+    redisReply *r = redisCommand(fx_conn, "EXISTS %sdone:%lld", fx_q.prefix, t2);
+    cr_assert_eq(r->integer, 0, "the emptied bucket is gone");
+    freeReplyObject(r);
+    r = redisCommand(fx_conn, "ZSCORE %sdone %lld", fx_q.prefix, t2);
+    cr_assert_eq(r->type, REDIS_REPLY_NIL, "and out of the index");
+    freeReplyObject(r);
     cr_assert_eq(fx_enqueue("JOB2", "TENa", "{}"), 1, "after the retention the id is free");
+}
+
+LANE_TEST(lease, promote_wakes_for_the_next_bucket_and_deletes_at_most_max_rows)
+{
+    /* Five completed in one call share one bucket (one RPUSH). */
+    struct leased j[5];
+    fx_lease_n("JOBr", 5, j);
+    fx_complete_all(j, 5, "60000");
+    long long t = bucket_of("JOBr0");
+    redisReply *r = redisCommand(fx_conn, "LLEN %sdone:%lld", fx_q.prefix, t);
+    cr_assert_eq(r->integer, 5, "one bucket for the call's completions");
+    freeReplyObject(r);
+
+    /* Nothing else is due: promote sleeps until the bucket is. */
+    r = lanes_call(fx_conn, &fx_q, SCRIPT_PROMOTE, "2", NULL);
+    long long next = r->element[1]->integer, now = fx_now_ms();
+    cr_assert(next > 0 && now + next >= t - 5 && next <= 61000,
+              "next %lld ms is the bucket's due time %lld (now %lld)", next, t, now);
+    freeReplyObject(r);
+
+    /* Due: at most max rows per call, and next 0 while rows are left. */
+    struct leased d[3];
+    fx_lease_n("JOBs", 3, d);
+    fx_complete_all(d, 3, "1");
+    fx_await_past(bucket_of("JOBs0"));
+    r = lanes_call(fx_conn, &fx_q, SCRIPT_PROMOTE, "2", NULL);
+    cr_assert_eq(r->element[1]->integer, 0, "a due row is left: call again at once");
+    freeReplyObject(r);
+    int left = 0;
+    for (int i = 0; i < 3; i++)
+        left += row_exists(d[i].job);
+    cr_assert_eq(left, 1, "two of the three due rows went");
+    r = lanes_call(fx_conn, &fx_q, SCRIPT_PROMOTE, "2", NULL);
+    cr_assert_gt(r->element[1]->integer, 0, "then it sleeps until the next bucket");
+    freeReplyObject(r);
+    for (int i = 0; i < 3; i++)
+        cr_assert_not(row_exists(d[i].job), "%s went", d[i].job);
+    for (int i = 0; i < 5; i++)
+        cr_assert(row_exists(j[i].job), "%s is not due", j[i].job);
 }
 
 LANE_TEST(lease, fail_retries_through_delayed_then_dead_letters)

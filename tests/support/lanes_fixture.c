@@ -185,3 +185,29 @@ void fx_await_past(long long ms)
 {
     await(fx_now_ms() > ms, "Redis's clock to pass %lld", ms);
 }
+
+void fx_lease_n(const char *prefix, int n, struct leased *out)
+{
+    for (int i = 0; i < n; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "%s%d", prefix, i);
+        cr_assert_eq(fx_enqueue(id, "TENa", "{}"), 1);
+    }
+    cr_assert_eq(fx_claim((size_t)n, 30000, out, NULL), (size_t)n);
+}
+
+void fx_complete_all(const struct leased *j, int n, const char *keep_ms)
+{
+    const char *args[1 + 2 * 16] = {keep_ms};
+    cr_assert(n >= 1 && n <= 16);
+    for (int i = 0; i < n; i++) {
+        args[1 + 2 * i] = j[i].job;
+        args[2 + 2 * i] = j[i].lease;
+    }
+    redisReply *r = lanes_callv(fx_conn, &fx_q, SCRIPT_COMPLETE, 1 + 2 * n, args);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == (size_t)n, "complete: %s",
+              r != NULL && r->str != NULL ? r->str : "?");
+    for (int i = 0; i < n; i++)
+        cr_assert_str_eq(r->element[i]->str, "completed", "%s", j[i].job);
+    freeReplyObject(r);
+}

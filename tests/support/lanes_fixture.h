@@ -64,6 +64,14 @@ void fx_error(char *code, size_t cap, enum script_id id, ...);
 /* Ring contents, joined with ',' (e.g. "TENa,TENb"). */
 void fx_ring(char *out, size_t cap);
 
+/* Enqueue n jobs <prefix>0.. into TENa and lease them all into out
+ * (asserting all n were leased). */
+void fx_lease_n(const char *prefix, int n, struct leased *out);
+
+/* Complete j[0..n) (n <= 16) in one call, keeping the rows keep_ms;
+ * asserts each answered completed. */
+void fx_complete_all(const struct leased *j, int n, const char *keep_ms);
+
 /* HGET of a job row field into out ("" when absent). */
 void fx_row(const char *job, const char *field, char *out, size_t cap);
 
