@@ -28,13 +28,13 @@ if action == 'list' then
   end
   return out
 elseif action == 'retry' then
-  local now = int(now_ms())
+  local now, seen = int(now_ms()), {} -- seen: see to_backlog
   for _, j in ipairs(ids) do
     call('ZREM', K_DEAD, j)
     local row = row_key(j)
     call('HSET', row, 'state', 'pending', 'attempts', 0, 'ready_ms', now)
     call('HDEL', row, 'finished_ms')
-    to_backlog(j, call('HGET', row, 'group') or '')
+    to_backlog(j, call('HGET', row, 'group') or '', seen)
   end
   return #ids
 elseif action == 'purge' then

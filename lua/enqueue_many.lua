@@ -19,7 +19,7 @@ if #ARGV < 6 or (#ARGV - 1) % 5 ~= 0 then
   return redis.error_reply('EARG five arguments per item expected')
 end
 local now = now_ms()
-local out = {}
+local out, seen = {}, {} -- seen: lanes made non-empty by this call (to_backlog)
 for i = 2, #ARGV, 5 do
   local id, g = ARGV[i], ARGV[i + 1]
   local st, err, cap_from = admit_row(id, g, ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], now)
@@ -30,7 +30,7 @@ for i = 2, #ARGV, 5 do
   elseif st == 'duplicate' then
     out[#out + 1] = 0
   else
-    if st == 'ready' then to_backlog(id, g) end
+    if st == 'ready' then to_backlog(id, g, seen) end
     out[#out + 1] = 1
   end
 end

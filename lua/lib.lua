@@ -567,15 +567,27 @@ end
 -- Put a job (its row already says pending) at its mint-ordered place in its
 -- lane, or in the flat set when g is ''. Only an empty -> non-empty lane can
 -- change ring membership (a non-empty lane is already placed correctly), so
--- this is O(1) and never scans the ring.
-local function to_backlog(id, g)
+-- this is O(1) and never scans the ring. seen, when given, is the calling
+-- script's record of the lanes (and '' for the flat set) it has put a job
+-- in already: a script that only adds to backlogs (enqueue_many, promote,
+-- dead retry) knows those are non-empty, so it skips the ZCARD that would
+-- say so (one call per job fewer for a batch's later jobs of a group).
+local function to_backlog(id, g, seen)
   if g == '' then
     call('ZADD', K_PENDING, 0, id)
+    if seen then
+      if seen[''] then return end
+      seen[''] = true
+    end
     if call('ZCARD', K_PENDING) == 1 then wake() end
     return
   end
   local lane = lane_key(g)
   call('ZADD', lane, 0, id)
+  if seen then
+    if seen[g] then return end
+    seen[g] = true
+  end
   if call('ZCARD', lane) == 1 then
     call('SADD', K_GROUPS, g)
     if not paused(g) then

@@ -21,6 +21,7 @@ local _, rows_left = retire(now, max)
 -- A promoted job is claimable from the time it was due (ready_ms), so the
 -- wait a lease reports counts the promotion's lag but not the delay asked.
 local due = call('ZRANGE', K_DELAYED, '-inf', now, 'BYSCORE', 'LIMIT', 0, max, 'WITHSCORES')
+local seen = {} -- lanes this call has put a job in (to_backlog): non-empty
 for i = 1, #due, 2 do
   local id = due[i]
   local row = row_key(id)
@@ -28,7 +29,7 @@ for i = 1, #due, 2 do
   off_delayed(id, g or '')
   if g then -- a row cannot vanish while delayed; never resurrect one
     call('HSET', row, 'state', 'pending', 'ready_ms', due[i + 1])
-    to_backlog(id, g)
+    to_backlog(id, g, seen)
   end
 end
 local lanes = unthrottle_due(now, max)

@@ -281,3 +281,29 @@ Test(enqueue_many, a_batch_means_what_its_items_enqueued_one_by_one_mean)
         freeReplyObject(redisCommand(fx_conn, "FLUSHALL"));
     }
 }
+
+/* The lanes a call has put a job in are non-empty for the rest of it
+ * (nothing in enqueue_many takes a job out), so only each lane's first
+ * job asks ZCARD whether it made the lane non-empty (lib.lua:to_backlog):
+ * 12 items over two lanes and the flat set, three ZCARDs. Each lane
+ * still joins the ring once (the invariant check after the test). */
+LANE_TEST(enqueue_many, only_a_lanes_first_item_in_a_call_counts_the_lane)
+{
+    const char *args[12 * ITEM_ARGS];
+    char ids[12][16];
+    const char *groups[] = {"TENa", "TENb", ""};
+    for (int i = 0; i < 12; i++) {
+        snprintf(ids[i], sizeof(ids[i]), "JOBz%02d", i);
+        const char *item[ITEM_ARGS] = {ids[i], groups[i % 3], "{}", "0", "0"};
+        memcpy(&args[i * ITEM_ARGS], item, sizeof(item));
+    }
+    freeReplyObject(redisCommand(fx_conn, "CONFIG RESETSTAT"));
+    redisReply *r = many(&fx_q, 12, args);
+    for (size_t i = 0; i < 12; i++)
+        cr_assert_eq(r->element[i]->integer, 1, "item %zu enqueued", i);
+    freeReplyObject(r);
+    cr_assert_eq(fx_calls_of("zcard"), 3, "one ZCARD per lane, not per item");
+    char ring[64];
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "TENa,TENb");
+}

@@ -218,18 +218,6 @@ Test(weight, the_check_finds_a_broken_turn_or_weight)
     fx_assert_invariants(&fx_q);
 }
 
-/* Redis's count of calls of one command (INFO commandstats), 0 if none. */
-static long long calls_of(const char *cmd)
-{
-    redisReply *r = redisCommand(fx_conn, "INFO commandstats");
-    char key[64];
-    snprintf(key, sizeof(key), "cmdstat_%s:calls=", cmd);
-    const char *p = strstr(r->str, key);
-    long long n = p ? atoll(p + strlen(key)) : 0;
-    freeReplyObject(r);
-    return n;
-}
-
 /* Claim every job of 100 one-job lanes, one claim each; the calls of
  * LINDEX and of HMGET (one per job is the lease's read of its row). */
 static void drain_counting(long long *lindex, long long *hmget)
@@ -238,8 +226,8 @@ static void drain_counting(long long *lindex, long long *hmget)
     struct leased j;
     for (int i = 0; i < 100; i++)
         cr_assert_eq(fx_claim(1, 30000, &j, NULL), 1);
-    *lindex = calls_of("lindex");
-    *hmget = calls_of("hmget");
+    *lindex = fx_calls_of("lindex");
+    *hmget = fx_calls_of("hmget");
 }
 
 LANE_TEST(weight, a_queue_without_weights_pays_nothing_for_them)
@@ -262,7 +250,7 @@ LANE_TEST(weight, a_queue_without_weights_pays_nothing_for_them)
     drain_counting(&lindex, &hmget);
     cr_assert_eq(lindex, 100, "weighted: the head is read once per turn");
     cr_assert_eq(hmget, 300, "weighted: the lane's settings per job, the turn per call");
-    cr_assert_eq(calls_of("lpos") + calls_of("lrem"), 0, "no scan of the ring");
+    cr_assert_eq(fx_calls_of("lpos") + fx_calls_of("lrem"), 0, "no scan of the ring");
 }
 
 /* --- the reference model ------------------------------------------------ */

@@ -211,3 +211,15 @@ void fx_complete_all(const struct leased *j, int n, const char *keep_ms)
         cr_assert_str_eq(r->element[i]->str, "completed", "%s", j[i].job);
     freeReplyObject(r);
 }
+
+long long fx_calls_of(const char *cmd)
+{
+    redisReply *r = redisCommand(fx_conn, "INFO commandstats");
+    cr_assert(r != NULL && r->type == REDIS_REPLY_STRING);
+    char key[64];
+    snprintf(key, sizeof(key), "cmdstat_%s:calls=", cmd);
+    const char *p = strstr(r->str, key);
+    long long n = p ? atoll(p + strlen(key)) : 0;
+    freeReplyObject(r);
+    return n;
+}

@@ -64,6 +64,10 @@ void fx_error(char *code, size_t cap, enum script_id id, ...);
 /* Ring contents, joined with ',' (e.g. "TENa,TENb"). */
 void fx_ring(char *out, size_t cap);
 
+/* Redis's count of calls of one command since the last CONFIG RESETSTAT
+ * (INFO commandstats), 0 if none. */
+long long fx_calls_of(const char *cmd);
+
 /* Enqueue n jobs <prefix>0.. into TENa and lease them all into out
  * (asserting all n were leased). */
 void fx_lease_n(const char *prefix, int n, struct leased *out);
