@@ -3,15 +3,16 @@
 -- keep for their retention. Those are deleted by the queue's upkeep
 -- (lib.lua:retire), which a forgotten queue no longer has, so forget
 -- deletes them itself, at most 10,000 per call (a few ms at Redis): a
--- call that leaves some answers 0, and the daemon calls again.
+-- call that deleted that many answers 0 (some may be left), and the
+-- daemon calls again.
 -- flags: allow-oom (it only deletes; scripts/embed_lua.py)
 -- Admin use: O(groups) (it looks at the lane of every registered group,
 -- as stats does).
 -- KEYS:  the standard ten (lib.lua).
 -- ARGV:  1 prefix, 2 most retained rows deleted per call (optional, default
 --        10000; tests use a small one)
--- Returns 1 once the queue's keys are gone, 0 when retained rows are left
--- (nothing else changed: call again).
+-- Returns 1 once the queue's keys are gone, 0 when it deleted its most of
+-- the retained rows (nothing else changed: call again).
 -- Errors: ESTATE when anything is pending, active, delayed or dead
 -- (nothing is changed then).
 local pending = call('ZCARD', K_PENDING)
@@ -24,8 +25,8 @@ if pending + active + delayed + dead > 0 then
 end
 local most = tonumber(ARGV[2] or '10000')
 if not most or most < 1 then return redis.error_reply('EARG bad row budget') end
-local _, left = retire(0, most, true)
-if left then return 0 end
+-- A call that deleted its most may have left some: the next one says.
+if retire(0, most, true) >= most then return 0 end
 -- Every lane is empty and nothing is active, so of the per-group keys only
 -- rate windows may be left (they would expire within their period), and
 -- of the prefix-built ones the throttled index (a lane held by its rate

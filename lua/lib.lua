@@ -109,7 +109,7 @@ local function done_key(t) return PFX .. 'done:' .. t end
 local RETIRE_QUANTUM = 1000
 
 -- Delete the rows of the retention buckets due at now (all of them with
--- all), at most max rows; returns how many and whether any due is left.
+-- all), at most max rows; returns how many (max: some may be left).
 -- A bucket holds only ids of completed rows: a row, once completed, is
 -- never written again until it is deleted (an enqueue of its id is a
 -- duplicate; drain, remove and dead purge touch only other states).
@@ -117,7 +117,7 @@ local function retire(now, max, all)
   local n, upto = 0, all and '+inf' or int(now)
   while n < max do
     local first = call('ZRANGE', K_DONE, '-inf', upto, 'BYSCORE', 'LIMIT', 0, 1)
-    if #first == 0 then return n, false end
+    if #first == 0 then return n end
     local key = done_key(first[1])
     -- At most 1000 a pass: unpack's bound is Lua's C stack (8000).
     local ids = call('LPOP', key, math.min(max - n, 1000))
@@ -129,7 +129,7 @@ local function retire(now, max, all)
     end
     if call('EXISTS', key) == 0 then call('ZREM', K_DONE, first[1]) end
   end
-  return n, #call('ZRANGE', K_DONE, '-inf', upto, 'BYSCORE', 'LIMIT', 0, 1) > 0
+  return n
 end
 
 -- Wake parked consumers: a bounded token list for BLPOP-style waiters and a

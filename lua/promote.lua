@@ -17,7 +17,7 @@ local max = tonumber(ARGV[2])
 if not max or max < 1 then return redis.error_reply('EARG bad batch size') end
 local now = now_ms()
 clock_ms = now
-local _, rows_left = retire(now, max)
+retire(now, max)
 -- A promoted job is claimable from the time it was due (ready_ms), so the
 -- wait a lease reports counts the promotion's lag but not the delay asked.
 local due = call('ZRANGE', K_DELAYED, '-inf', now, 'BYSCORE', 'LIMIT', 0, max, 'WITHSCORES')
@@ -46,6 +46,7 @@ sooner(nxr[2])
 local done = #due / 2 + lanes
 if any_limit == nil then any_limit = call('EXISTS', K_GLIMIT) == 1 end
 if any_limit and not replace_step(math.min(max, 128)) then return {done, 0} end
-if rows_left then return {done, 0} end
+-- A bucket due still is rows retire left for the next call.
+if nxr[2] and tonumber(nxr[2]) <= now then return {done, 0} end
 if not next_due then return {done, -1} end
 return {done, math.max(0, math.ceil(next_due - now))}
