@@ -16,6 +16,8 @@
 -- tail and its head job is leased. If that left the lane empty or at its
 -- ceiling, the lane is the tail and RPOP removes it: O(1), no ring scan.
 -- Every turn either serves a job or removes a lane, so the loop ends.
+-- A queue with no lane setting at all plays the same turns in bulk (see
+-- below): per job only the lease's own calls.
 --
 -- With weights (any w: field in glimit, or a default weight d:weight: a
 -- group without its own weight is served the default), a turn is deficit round robin on
@@ -40,7 +42,8 @@ local out = {deadline}
 -- Rates live in glimit: a queue without it has no throttled lane.
 if any_limit == nil then any_limit = call('EXISTS', K_GLIMIT) == 1 end
 if any_limit then unthrottle_due(now, 100) end
-if call('LLEN', K_RING) == 0 then return out end
+local ring_len = call('LLEN', K_RING)
+if ring_len == 0 then return out end
 local tok = call('INCRBY', K_SEQ, int(n)) - n
 local served = 0
 
@@ -75,10 +78,101 @@ end
 
 local function full() return max_bytes > 0 and bytes >= max_bytes end
 
+-- A queue with no lane setting at all (no glimit: no ceiling, weight,
+-- rate, default or walk) takes its turns in bulk. There a lane leaves the
+-- ring only when it empties, so which lane gets each turn follows from the
+-- ring's order and the lanes' sizes alone: the call reads the ring's head
+-- and the size of each lane it meets once, plays the turns in Lua as the
+-- LMOVE loop below would take them, pops each lane's share with one
+-- ZPOPMIN, leases the jobs in turn order and writes the ring back once.
+-- The same jobs, in the same order, under the same tokens, and the same
+-- ring after it as the loop's; but per job only the lease's own calls,
+-- where the loop pays an LMOVE, a ZPOPMIN and a ZCARD per job (with ten
+-- busy lanes, 3 of the job's 7 lease calls). tests/lanes/test_ring.c runs
+-- both on one random history and finds the same answers.
+if not any_limit then
+  local L = ring_len
+  local ring, size = {}, {} -- the ring's head as read, in order; lane -> its size then
+  -- The i-th lane of the ring as it was (nil past its end), read in chunks
+  -- of what the turns may still need, with each new lane's size.
+  local function ring_at(i, want)
+    if i > #ring and i <= L then
+      local got = call('LRANGE', K_RING, int(i - 1), int(i - 2 + math.max(want, 1)))
+      for _, g in ipairs(got) do
+        ring[#ring + 1] = g
+        if not size[g] then size[g] = call('ZCARD', lane_key(g)) end
+      end
+    end
+    return ring[i]
+  end
+  -- The first limit turns: the lanes served, in order; how many lanes of
+  -- the ring as it was were taken off its head; and the lanes served that
+  -- still hold jobs, in the order they went to the tail. The ring during
+  -- the call is what is left of the old one, then those. An empty lane
+  -- met on the ring (the ring rule broken) leaves it without a turn, as
+  -- the loop's RPOP heals it.
+  local function play(limit)
+    local turns, back, left = {}, {}, {}
+    local i, b = 1, 1
+    while #turns < limit do
+      local g
+      if i <= L then
+        g = ring_at(i, limit - #turns)
+        i = i + 1
+      elseif b <= #back then
+        g = back[b]
+        b = b + 1
+      else
+        break
+      end
+      local l = left[g] or size[g]
+      if l > 0 then
+        turns[#turns + 1] = g
+        l = l - 1
+        if l > 0 then back[#back + 1] = g end
+      end
+      left[g] = l
+    end
+    local tail = {}
+    for j = b, #back do tail[#tail + 1] = back[j] end
+    return turns, i - 1, tail
+  end
+  local turns, taken, tail = play(n)
+  local ids, k, at = {}, {}, {}
+  for _, g in ipairs(turns) do k[g] = (k[g] or 0) + 1 end
+  for _, g in ipairs(turns) do
+    if not ids[g] then
+      ids[g] = call('ZPOPMIN', lane_key(g), int(k[g]))
+      at[g] = 1
+    end
+  end
+  for t, g in ipairs(turns) do
+    local id = ids[g][at[g]]
+    at[g] = at[g] + 2 -- {id, score, id, score, ...}
+    served = t
+    bytes = bytes + lease(id, g, dl, token(tok + t, now), now, by, out, width)
+    if max_bytes > 0 and bytes >= max_bytes and t < #turns then
+      -- Cut short: the jobs popped for later turns go back as they were
+      -- (score 0, so to their id-ordered place at the head), and the ring
+      -- is what the first t turns leave.
+      for u = t + 1, #turns do
+        local h = turns[u]
+        call('ZADD', lane_key(h), 0, ids[h][at[h]])
+        at[h] = at[h] + 2
+      end
+      taken, tail = select(2, play(t))
+      break
+    end
+  end
+  if taken > 0 then call('LTRIM', K_RING, int(taken), -1) end
+  -- Not ring_push: the lanes were on the ring all along (no wake is due).
+  if #tail > 0 then call('RPUSH', K_RING, unpack(tail)) end
+  return out
+end
+
 -- One HMGET per call, and only when glimit exists (which glimit() reads
 -- anyway): a queue with no setting at all pays nothing for weights.
-if any_limit == nil then any_limit = call('EXISTS', K_GLIMIT) == 1 end
-local f = any_limit and call('HMGET', K_GLIMIT, 'weighted', 'turn', 'd:weight') or {}
+local f = call('HMGET', K_GLIMIT, 'weighted', 'turn', 'd:weight')
 if not f[1] and not f[3] then
   while served < n do
     local g = call('LMOVE', K_RING, K_RING, 'LEFT', 'RIGHT')

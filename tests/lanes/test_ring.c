@@ -2,6 +2,7 @@
  * per-group ceiling de-rings and re-rings, the flat set stays apart. */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lanes_fixture.h"
@@ -232,4 +233,217 @@ LANE_TEST(ring, only_a_lane_joining_an_empty_ring_wakes)
     cr_assert_eq(fx_claim(3, 30000, j, NULL), 2, "a short claim empties the ring");
     enqueue_n("TENc", 1);
     cr_assert_eq(wake_tokens(), 1, "after it, the next lane wakes again");
+}
+
+/* ---- the bulk turns of a queue with no lane setting ---------------------- */
+
+/* A claim on a queue without glimit plays its turns in bulk (claim.lua);
+ * one with any lane setting takes them one LMOVE at a time. The history
+ * below runs on two queues, "bulk" with no setting and "loop" with a
+ * ceiling on a group that never has a job (so nothing it serves is
+ * limited), and asserts after every claim that both served the same jobs
+ * in the same order under the same lease numbers, and left the same ring.
+ * Claims of random sizes, some cut short by max_bytes, over lanes that
+ * empty, refill and complete at random. */
+#define BULK_GROUPS 9
+#define BULK_STEPS  400
+
+struct history {
+    struct keys q;
+    char held[4096][2][72]; /* leased jobs not yet settled: id, token */
+    int nheld;
+};
+
+static void ring_of(const struct keys *k, char *out, size_t cap)
+{
+    redisReply *r = redisCommand(fx_conn, "LRANGE %s 0 -1", k->names[KEY_RING]);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY);
+    size_t at = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < r->elements && at < cap; i++)
+        at += (size_t)snprintf(out + at, cap - at, "%s%s", i ? "," : "", r->element[i]->str);
+    freeReplyObject(r);
+}
+
+/* One claim on h; returns the reply (caller frees) and records its leases. */
+static redisReply *history_claim(struct history *h, const char *n, const char *max_bytes)
+{
+    redisReply *r = lanes_call(fx_conn, &h->q, SCRIPT_CLAIM, n, "600000", "0", max_bytes, NULL);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY, "claim: %s",
+              r != NULL && r->str != NULL ? r->str : "?");
+    for (size_t e = 1; e + 4 < r->elements; e += 5) {
+        cr_assert_lt(h->nheld, 4096);
+        snprintf(h->held[h->nheld][0], 72, "%s", r->element[e]->str);
+        snprintf(h->held[h->nheld][1], 72, "%s", r->element[e + 4]->str);
+        h->nheld++;
+    }
+    return r;
+}
+
+/* Complete the held lease at index i (the same index on both queues). */
+static void history_complete(struct history *h, int i)
+{
+    redisReply *r =
+        lanes_call(fx_conn, &h->q, SCRIPT_COMPLETE, "0", h->held[i][0], h->held[i][1], NULL);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+    cr_assert_str_eq(r->element[0]->str, "completed", "%s", h->held[i][0]);
+    freeReplyObject(r);
+    memcpy(h->held[i], h->held[h->nheld - 1], sizeof(h->held[i]));
+    h->nheld--;
+}
+
+Test(ring, bulk_turns_serve_what_the_lmove_loop_serves)
+{
+    static struct history bulk, loop;
+    cr_assert_eq(keys_init(&bulk.q, "bulk", 4), 0);
+    cr_assert_eq(keys_init(&loop.q, "loop", 4), 0);
+    freeReplyObject(lanes_call(fx_conn, &loop.q, SCRIPT_LIMIT, "ZZZnever", "1000", NULL));
+    redisReply *gl = redisCommand(fx_conn, "EXISTS %s", bulk.q.names[KEY_GLIMIT]);
+    cr_assert_eq(gl->integer, 0, "bulk has no lane setting");
+    freeReplyObject(gl);
+
+    for (unsigned seed = 1; seed <= 3; seed++) {
+        srand(seed);
+        bulk.nheld = loop.nheld = 0;
+        int next_id = 0, claims = 0, cut = 0;
+        for (int step = 0; step < BULK_STEPS; step++) {
+            int op = rand() % 10;
+            if (op < 4) { /* a few jobs into random lanes, some payloads long */
+                for (int j = 1 + rand() % 6; j > 0; j--) {
+                    char id[32], g[16], payload[128];
+                    snprintf(id, sizeof(id), "JOB%u_%05d", seed, next_id++);
+                    snprintf(g, sizeof(g), "TEN%02d", rand() % BULK_GROUPS);
+                    int pad = rand() % 3 == 0 ? 80 : 4;
+                    snprintf(payload, sizeof(payload), "{\"p\":\"%.*s\"}", pad,
+                             "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+                             "xxxxxxxxxxxxxxxx");
+                    struct history *both[] = {&bulk, &loop};
+                    for (int q = 0; q < 2; q++) {
+                        redisReply *r = lanes_call(fx_conn, &both[q]->q, SCRIPT_ENQUEUE, id, g,
+                                                   payload, "0", "0", NULL);
+                        cr_assert(r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+                        freeReplyObject(r);
+                    }
+                }
+            } else if (op < 8) { /* a claim of 1..40, one in three capped at ~2 payloads */
+                char n[8], mb[8];
+                snprintf(n, sizeof(n), "%d", 1 + rand() % 40);
+                snprintf(mb, sizeof(mb), "%d", rand() % 3 == 0 ? 1 + rand() % 150 : 0);
+                redisReply *a = history_claim(&bulk, n, mb);
+                redisReply *b = history_claim(&loop, n, mb);
+                cr_assert_eq(a->elements, b->elements, "seed %u step %d: claim %s (max %s)", seed,
+                             step, n, mb);
+                size_t bytes = 0, got = (a->elements - 1) / 5;
+                for (size_t e = 1; e < a->elements; e++) {
+                    size_t f = (e - 1) % 5;
+                    const redisReply *x = a->element[e], *y = b->element[e];
+                    if (f == 3) { /* the attempt */
+                        cr_assert_eq(x->integer, y->integer);
+                        continue;
+                    }
+                    /* The token: its lease number, not its time. */
+                    size_t len = f == 4 ? strcspn(x->str, "-") : strlen(x->str) + 1;
+                    cr_assert(strncmp(x->str, y->str, len) == 0,
+                              "seed %u step %d field %zu: %s vs %s", seed, step, e, x->str, y->str);
+                    if (f == 2)
+                        bytes += strlen(x->str);
+                }
+                claims++;
+                cut += atoi(mb) > 0 && bytes >= (size_t)atoi(mb) && got < (size_t)atoi(n);
+                freeReplyObject(a);
+                freeReplyObject(b);
+                char ra[1024], rb[1024];
+                ring_of(&bulk.q, ra, sizeof(ra));
+                ring_of(&loop.q, rb, sizeof(rb));
+                cr_assert_str_eq(ra, rb, "seed %u step %d: the rings differ", seed, step);
+            } else if (bulk.nheld > 0) { /* settle some of what is held */
+                for (int j = 1 + rand() % 8; j > 0 && bulk.nheld > 0; j--) {
+                    int i = rand() % bulk.nheld;
+                    cr_assert_str_eq(bulk.held[i][0], loop.held[i][0]);
+                    history_complete(&bulk, i);
+                    history_complete(&loop, i);
+                }
+            }
+        }
+        cr_assert_gt(claims, 100, "seed %u: the history claims", seed);
+        cr_assert_gt(cut, 5, "seed %u: some claims were cut short by max_bytes", seed);
+        fx_assert_invariants(&bulk.q);
+        fx_assert_invariants(&loop.q);
+        freeReplyObject(redisCommand(fx_conn, "FLUSHALL"));
+        freeReplyObject(lanes_call(fx_conn, &loop.q, SCRIPT_LIMIT, "ZZZnever", "1000", NULL));
+    }
+}
+
+/* Ten busy lanes and a claim of 256 on a queue with no setting: each lane
+ * is sized and popped once, no LMOVE, and the ring is written back once.
+ * 300 jobs, 30 a lane: 25 whole rounds and six more turns, so the ring
+ * after it starts with the four lanes the last round did not reach. */
+LANE_TEST(ring, bulk_turns_ask_each_lane_once_per_claim)
+{
+    char g[8];
+    for (int i = 0; i < 10; i++) {
+        snprintf(g, sizeof(g), "TEN%d", i);
+        enqueue_n(g, 30);
+    }
+    freeReplyObject(redisCommand(fx_conn, "CONFIG RESETSTAT"));
+    static struct leased out[256];
+    cr_assert_eq(fx_claim(256, 30000, out, NULL), 256);
+    for (int t = 0; t < 256; t++) {
+        snprintf(g, sizeof(g), "TEN%d", t % 10);
+        cr_assert_str_eq(out[t].group, g, "turn %d", t);
+        char job[72];
+        snprintf(job, sizeof(job), "JOB%s-%05d", g, t / 10);
+        cr_assert_str_eq(out[t].job, job, "turn %d", t);
+    }
+    cr_assert_eq(fx_calls_of("lmove"), 0);
+    cr_assert_eq(fx_calls_of("zpopmin"), 10, "one ZPOPMIN a lane");
+    cr_assert_eq(fx_calls_of("zcard"), 10, "one ZCARD a lane");
+    char ring[128];
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "TEN6,TEN7,TEN8,TEN9,TEN0,TEN1,TEN2,TEN3,TEN4,TEN5");
+}
+
+/* An empty lane left on the ring (the ring rule broken, e.g. by a hand
+ * edit) gets no turn in the bulk path: it leaves the ring and the turn
+ * goes to the next lane, as the loop's RPOP heals it. */
+LANE_TEST(ring, bulk_turns_drop_an_empty_lane_without_a_turn)
+{
+    enqueue_n("TENa", 2);
+    enqueue_n("TENb", 2);
+    freeReplyObject(redisCommand(fx_conn, "LPUSH %s TENzz", fx_q.names[KEY_RING]));
+    struct leased out[3];
+    cr_assert_eq(fx_claim(3, 30000, out, NULL), 3);
+    cr_assert_str_eq(out[0].group, "TENa");
+    cr_assert_str_eq(out[1].group, "TENb");
+    cr_assert_str_eq(out[2].group, "TENa");
+    char ring[64];
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "TENb", "TENzz is gone, TENa empty, TENb holds one");
+}
+
+/* max_bytes cuts a bulk claim short after the job that reaches it: the
+ * jobs popped for later turns go back to their lanes' heads, and the ring
+ * is what the turns taken leave, so the next claim goes on from there. */
+LANE_TEST(ring, bulk_turns_cut_short_by_max_bytes_put_the_rest_back)
+{
+    enqueue_n("TENa", 3);
+    enqueue_n("TENb", 3);
+    enqueue_n("TENc", 3);
+    /* Each payload {"n":1} is 7 bytes: 4 jobs reach 28. */
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_CLAIM, "9", "30000", "0", "22", NULL);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY);
+    cr_assert_eq(r->elements, 1 + 4 * 5, "four jobs, the fourth reaching 22 bytes");
+    const char *want[] = {"JOBTENa-00000", "JOBTENb-00000", "JOBTENc-00000", "JOBTENa-00001"};
+    for (int i = 0; i < 4; i++)
+        cr_assert_str_eq(r->element[1 + 5 * i]->str, want[i]);
+    freeReplyObject(r);
+    char ring[64];
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "TENb,TENc,TENa");
+    struct leased out[5];
+    cr_assert_eq(fx_claim(5, 30000, out, NULL), 5);
+    const char *next[] = {"JOBTENb-00001", "JOBTENc-00001", "JOBTENa-00002", "JOBTENb-00002",
+                          "JOBTENc-00002"};
+    for (int i = 0; i < 5; i++)
+        cr_assert_str_eq(out[i].job, next[i]);
 }
