@@ -138,7 +138,7 @@ if not any_limit then
     return turns, i - 1, tail
   end
   local turns, taken, tail = play(n)
-  local ids, k, at = {}, {}, {}
+  local ids, k, at, later = {}, {}, {}, batch_new()
   for _, g in ipairs(turns) do k[g] = (k[g] or 0) + 1 end
   for _, g in ipairs(turns) do
     if not ids[g] then
@@ -150,7 +150,7 @@ if not any_limit then
     local id = ids[g][at[g]]
     at[g] = at[g] + 2 -- {id, score, id, score, ...}
     served = t
-    bytes = bytes + lease(id, g, dl, token(tok + t, now), now, by, out, width)
+    bytes = bytes + lease(id, g, dl, token(tok + t, now), now, by, out, width, later)
     if max_bytes > 0 and bytes >= max_bytes and t < #turns then
       -- Cut short: the jobs popped for later turns go back as they were
       -- (score 0, so to their id-ordered place at the head), and the ring
@@ -164,6 +164,7 @@ if not any_limit then
       break
     end
   end
+  batch_run(later, 'ZADD')
   if taken > 0 then call('LTRIM', K_RING, int(taken), -1) end
   -- Not ring_push: the lanes were on the ring all along (no wake is due).
   if #tail > 0 then call('RPUSH', K_RING, unpack(tail)) end

@@ -21,9 +21,9 @@ if #popped == 0 then return out end
 local k = #popped / 2
 local tok = call('INCRBY', K_SEQ, int(k)) - k
 local dl = int(deadline)
-local bytes = 0
+local bytes, later = 0, batch_new()
 for i = 1, k do
-  bytes = bytes + lease(popped[2 * i - 1], '', dl, token(tok + i, now), now, by, out, width)
+  bytes = bytes + lease(popped[2 * i - 1], '', dl, token(tok + i, now), now, by, out, width, later)
   if max_bytes > 0 and bytes >= max_bytes and i < k then
     -- The rest go back as they were (score 0: the set orders by id); their
     -- reserved tokens are skipped, as a short grouped claim's are.
@@ -31,4 +31,5 @@ for i = 1, k do
     break
   end
 end
+batch_run(later, 'ZADD')
 return out

@@ -19,6 +19,10 @@ end
 local t_now = now_ms()
 local now = int(t_now)
 local out, kept = {}, {}
+-- With no lane setting no permit is given back, so the call's jobs leave
+-- the lease indexes together (lib.lua: batch_run).
+if any_limit == nil then any_limit = call('EXISTS', K_GLIMIT) == 1 end
+local gone = not any_limit and batch_new()
 for i = 3, #ARGV, 2 do
   local id, tok = ARGV[i], ARGV[i + 1]
   local row = row_key(id)
@@ -28,7 +32,11 @@ for i = 3, #ARGV, 2 do
   elseif f[1] ~= 'active' or f[2] ~= tok then
     out[#out + 1] = f[1] == 'completed' and f[2] == tok and 'completed' or 'ELEASE'
   else
-    leave_active(id, f[3] or '')
+    if gone then
+      batch_put(gone, f[3] or '', id)
+    else
+      leave_active(id, f[3] or '')
+    end
     if keep == 0 then
       call('DEL', row)
     else
@@ -42,6 +50,7 @@ for i = 3, #ARGV, 2 do
     out[#out + 1] = 'completed'
   end
 end
+if gone then batch_run(gone, 'ZREM') end
 if #kept > 0 then
   local t = int(math.ceil((t_now + keep) / RETIRE_QUANTUM) * RETIRE_QUANTUM)
   -- A new bucket (the list is just these) joins the index.

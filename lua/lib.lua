@@ -616,6 +616,36 @@ local function leave_active(id, g)
   end
 end
 
+-- The lease indexes (active and g:<G>:active) changed for a whole batch
+-- at once: a call that leases or settles many jobs adds them with one ZADD
+-- (or removes them with one ZREM) per index, instead of one per job per
+-- index; a redis.call costs more than the skiplist work it does. Only where
+-- nothing reads those indexes before the batch is written: with no lane
+-- setting, since a ceiling reads g:<G>:active's size after every lease and
+-- after every permit given back. batch_put appends x (and y, when given) to
+-- the members for the queue-wide index and for g's; batch_run sends cmd
+-- (ZADD or ZREM) to each index with its members, lanes in the order met.
+local function batch_new() return {all = {}, lanes = {}, order = {}} end
+local function batch_put(b, g, x, y)
+  local a = b.all
+  a[#a + 1] = x
+  if y then a[#a + 1] = y end
+  if g ~= '' then
+    local l = b.lanes[g]
+    if not l then
+      l = {}
+      b.lanes[g] = l
+      b.order[#b.order + 1] = g
+    end
+    l[#l + 1] = x
+    if y then l[#l + 1] = y end
+  end
+end
+local function batch_run(b, cmd)
+  if #b.all > 0 then call(cmd, K_ACTIVE, unpack(b.all)) end
+  for _, g in ipairs(b.order) do call(cmd, lane_active_key(g), unpack(b.lanes[g])) end
+end
+
 -- The fencing token of lease number seq, leased at now (ms): seq and the
 -- lease time's low 32 bits, both in hex ("1f-5e2a09c4"). seq alone is
 -- unique only while the counter only grows; a store rolled back by a crash
@@ -638,15 +668,21 @@ end
 -- job) and returns the payload's length. wait is the ms the job waited
 -- since it last became claimable, its row's ready_ms (set when a delayed
 -- job came due or a job was put back) or else its created_ms (a job due
--- at once is claimable from its enqueue); never negative.
-local function lease(id, g, dl, tok, now, by, out, width)
+-- at once is claimable from its enqueue); never negative. With later (a
+-- batch_new()), the job's entries in the lease indexes are left to the
+-- caller's batch_run(later, 'ZADD').
+local function lease(id, g, dl, tok, now, by, out, width, later)
   local row = row_key(id)
   local f = call('HMGET', row, 'attempts', 'payload', 'ready_ms', 'created_ms')
   local att = tonumber(f[1] or '0') + 1
   call('HSET', row, 'state', 'active', 'attempts', int(att), 'lease', tok, 'lease_until', dl,
        'lease_by', by or '')
-  call('ZADD', K_ACTIVE, dl, id)
-  if g ~= '' then call('ZADD', lane_active_key(g), dl, id) end
+  if later then
+    batch_put(later, g, dl, id)
+  else
+    call('ZADD', K_ACTIVE, dl, id)
+    if g ~= '' then call('ZADD', lane_active_key(g), dl, id) end
+  end
   local payload, n = f[2] or '', #out
   out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, g, payload, att, tok
   if width == 6 then out[n + 6] = math.max(0, now - (tonumber(f[3] or f[4] or '') or now)) end

@@ -112,6 +112,77 @@ LANE_TEST(lease, complete_coalesces_many_pairs_in_one_call)
     freeReplyObject(act);
 }
 
+/* With no lane setting, a claim writes its leases into the lease indexes
+ * with one ZADD per index (the queue-wide one and each lane's) and a
+ * completion call takes its jobs out with one ZREM per index, each with
+ * the deadline the per-job calls would have written; a flat claim, one
+ * ZADD. The invariants the fixture checks after the test hold throughout. */
+LANE_TEST(lease, a_batch_enters_and_leaves_the_lease_indexes_once_per_index)
+{
+    char job[16];
+    const char *lanes[] = {"TENa", "TENb", "TENc"};
+    for (int i = 0; i < 12; i++) {
+        snprintf(job, sizeof(job), "JOB%02d", i);
+        cr_assert_eq(fx_enqueue(job, lanes[i % 3], "{}"), 1);
+    }
+    freeReplyObject(redisCommand(fx_conn, "CONFIG RESETSTAT"));
+    struct leased j[12];
+    long long deadline;
+    cr_assert_eq(fx_claim(12, 30000, j, &deadline), 12);
+    cr_assert_eq(fx_calls_of("zadd"), 4, "one ZADD for active, one per lane");
+    zcard(KEY_ACTIVE, 12, "active");
+    for (int i = 0; i < 3; i++) {
+        redisReply *r =
+            redisCommand(fx_conn, "ZRANGE %sg:%s:active 0 -1 WITHSCORES", fx_q.prefix, lanes[i]);
+        cr_assert_eq(r->elements, 8, "%s holds its 4 leases", lanes[i]);
+        for (size_t e = 1; e < r->elements; e += 2)
+            cr_assert_eq(atoll(r->element[e]->str), deadline, "%s", r->element[e - 1]->str);
+        freeReplyObject(r);
+    }
+    freeReplyObject(redisCommand(fx_conn, "CONFIG RESETSTAT"));
+    fx_complete_all(j, 12, "60000");
+    cr_assert_eq(fx_calls_of("zrem"), 4, "one ZREM for active, one per lane");
+    zcard(KEY_ACTIVE, 0, "active after the completions");
+    for (int i = 0; i < 3; i++) {
+        redisReply *r = redisCommand(fx_conn, "EXISTS %sg:%s:active", fx_q.prefix, lanes[i]);
+        cr_assert_eq(r->integer, 0, "%s has no lease left", lanes[i]);
+        freeReplyObject(r);
+    }
+    for (int i = 0; i < 3; i++) {
+        snprintf(job, sizeof(job), "JOBF%d", i);
+        cr_assert_eq(fx_enqueue(job, NULL, "{}"), 1);
+    }
+    freeReplyObject(redisCommand(fx_conn, "CONFIG RESETSTAT"));
+    cr_assert_eq(fx_claim_flat(3, 30000, j), 3);
+    cr_assert_eq(fx_calls_of("zadd"), 1, "one ZADD for a flat claim");
+    zcard(KEY_ACTIVE, 3, "active after the flat claim");
+}
+
+/* With a lane setting a completion gives each permit back on its own: a
+ * lane at its ceiling re-rings as the completion that frees it runs, in
+ * a call that completes several jobs. */
+LANE_TEST(lease, completions_under_a_ceiling_give_each_permit_back)
+{
+    cr_assert_eq(fx_int(SCRIPT_LIMIT, "TENa", "1", NULL), 1);
+    char job[16];
+    for (int i = 0; i < 2; i++) {
+        snprintf(job, sizeof(job), "JOBA%d", i);
+        cr_assert_eq(fx_enqueue(job, "TENa", "{}"), 1);
+        snprintf(job, sizeof(job), "JOBB%d", i);
+        cr_assert_eq(fx_enqueue(job, "TENb", "{}"), 1);
+    }
+    struct leased j[4];
+    cr_assert_eq(fx_claim(4, 30000, j, NULL), 3, "TENa's ceiling holds its second job");
+    char ring[64];
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "", "TENa at its ceiling, TENb empty");
+    fx_complete_all(j, 3, "60000");
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "TENa", "TENa's permit is back");
+    cr_assert_eq(fx_claim(4, 30000, j, NULL), 1);
+    cr_assert_str_eq(j[0].job, "JOBA1");
+}
+
 /* True while job's row exists. */
 static bool row_exists(const char *job)
 {
