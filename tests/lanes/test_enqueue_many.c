@@ -206,7 +206,9 @@ Test(enqueue_many, a_batch_means_what_its_items_enqueued_one_by_one_mean)
     struct keys single, batched;
     cr_assert_eq(keys_init(&single, "eqs", 3), 0);
     cr_assert_eq(keys_init(&batched, "eqb", 3), 0);
-    for (unsigned seed = 1; seed <= 3; seed++) {
+    /* Seeds 1-3 with a ceiling (a queue with a lane setting), 4-6
+     * without (the path of a queue with none); a paused group in both. */
+    for (unsigned seed = 1; seed <= 6; seed++) {
         srand(seed);
         static struct spec items[ITEMS];
         for (int i = 0; i < ITEMS; i++) {
@@ -227,7 +229,8 @@ Test(enqueue_many, a_batch_means_what_its_items_enqueued_one_by_one_mean)
         const struct keys *both[] = {&single, &batched};
         for (int q = 0; q < 2; q++) {
             freeReplyObject(lanes_call(fx_conn, both[q], SCRIPT_PAUSE, "TEN03", NULL));
-            freeReplyObject(lanes_call(fx_conn, both[q], SCRIPT_LIMIT, "TEN04", "1", NULL));
+            if (seed <= 3)
+                freeReplyObject(lanes_call(fx_conn, both[q], SCRIPT_LIMIT, "TEN04", "1", NULL));
         }
         long long verdict_single[ITEMS], verdict_batched[ITEMS];
         for (int i = 0; i < ITEMS; i++) {
@@ -285,13 +288,15 @@ Test(enqueue_many, a_batch_means_what_its_items_enqueued_one_by_one_mean)
 /* The lanes a call has put a job in are non-empty for the rest of it
  * (nothing in enqueue_many takes a job out), so only each lane's first
  * job asks ZCARD whether it made the lane non-empty (lib.lua:to_backlog):
- * 12 items over two lanes and the flat set, three ZCARDs. Each lane
- * still joins the ring once (the invariant check after the test). */
+ * 12 items over two lanes and the flat set, three ZCARDs. The lanes join
+ * the ring once each, in the order their first items came, and a second
+ * call to lanes already non-empty moves no ring place (the invariant
+ * check after the test covers the rest). */
 LANE_TEST(enqueue_many, only_a_lanes_first_item_in_a_call_counts_the_lane)
 {
     const char *args[12 * ITEM_ARGS];
     char ids[12][16];
-    const char *groups[] = {"TENa", "TENb", ""};
+    const char *groups[] = {"TENb", "TENa", ""};
     for (int i = 0; i < 12; i++) {
         snprintf(ids[i], sizeof(ids[i]), "JOBz%02d", i);
         const char *item[ITEM_ARGS] = {ids[i], groups[i % 3], "{}", "0", "0"};
@@ -305,5 +310,20 @@ LANE_TEST(enqueue_many, only_a_lanes_first_item_in_a_call_counts_the_lane)
     cr_assert_eq(fx_calls_of("zcard"), 3, "one ZCARD per lane, not per item");
     char ring[64];
     fx_ring(ring, sizeof(ring));
-    cr_assert_str_eq(ring, "TENa,TENb");
+    cr_assert_str_eq(ring, "TENb,TENa");
+    for (int g = 0; g < 3; g++) {
+        redisReply *z =
+            g < 2 ? redisCommand(fx_conn, "ZRANGE %sg:%s:pending 0 -1", fx_q.prefix, groups[g])
+                  : redisCommand(fx_conn, "ZRANGE %s 0 -1", fx_q.names[KEY_PENDING]);
+        cr_assert_eq(z->elements, 4, "lane %d holds its 4 items", g);
+        for (int i = 0; i < 4; i++)
+            cr_assert_str_eq(z->element[i]->str, ids[g + 3 * i]);
+        freeReplyObject(z);
+    }
+    /* A second call to lanes already non-empty changes no ring place. */
+    for (int i = 0; i < 12; i++)
+        ids[i][3] = 'y';
+    freeReplyObject(many(&fx_q, 12, args));
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "TENb,TENa");
 }
