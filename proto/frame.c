@@ -128,8 +128,14 @@ int frame_space_lent(struct frame *f, char *shared, size_t cap, char **room, siz
         free(own);
         f->lent = true;
     }
-    /* Lent: all the room there is; else as much as one read of cap. */
-    return frame_space(f, f->lent ? 1 : cap, room, room_len);
+    /* Lent: all the room there is; else as much as one read of cap. Its
+     * own buffer, grown by doubling, may have more room than that: one
+     * read still takes at most cap, since what one read may add is what
+     * the daemon's budget allows past max-buffered (server/budget.h). */
+    int err = frame_space(f, f->lent ? 1 : cap, room, room_len);
+    if (err == 0 && !f->lent && *room_len > cap)
+        *room_len = cap;
+    return err;
 }
 
 int frame_return(struct frame *f)

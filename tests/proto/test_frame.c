@@ -536,3 +536,40 @@ Test(frame, a_long_partial_line_keeps_room_for_the_next_read)
     frame_deinit(&f);
     free(s);
 }
+
+/* However far a long partial line has grown its reader's own buffer (it
+ * doubles), one read into it takes at most one lent read's worth: the
+ * daemon's budget counts on a read adding at most that. */
+Test(frame, a_read_into_a_grown_buffer_takes_at_most_one_lent_read)
+{
+    size_t n = 20 * sizeof(shared);
+    char *s = malloc(n);
+    memset(s, 'v', n);
+    struct frame f;
+    struct got g = {0};
+    char *room;
+    size_t room_len;
+    frame_init(&f, FRAME_LINE_DEFAULT);
+    size_t at = 0, most = 0;
+    while (at < n) {
+        cr_assert_eq(frame_space_lent(&f, shared, sizeof(shared), &room, &room_len), 0);
+        cr_assert_leq(room_len, sizeof(shared), "a read of %zu bytes offered at %zu", room_len, at);
+        most = room_len > most ? room_len : most;
+        size_t k = n - at < room_len ? n - at : room_len;
+        memcpy(room, s + at, k);
+        frame_commit(&f, k);
+        at += k;
+        drain(&f, &g);
+        cr_assert_eq(frame_return(&f), 0);
+        memset(shared, '#', sizeof(shared));
+    }
+    cr_assert_gt(f.cap, 2 * sizeof(shared), "the partial line grew the reader's own buffer");
+    cr_assert_eq(most, sizeof(shared), "reads into it still take a whole lent read");
+    cr_assert_eq(frame_partial(&f), n);
+    lent_read(&f, "\n", 1, &g);
+    cr_assert_eq(g.n, 1);
+    cr_assert_eq(g.lens[0], n);
+    got_free(&g);
+    frame_deinit(&f);
+    free(s);
+}
