@@ -14,9 +14,21 @@
 #include "queue.h"
 #include "server.h"
 
+/* "queue job" into key (cap bytes: sized for the longest of each, so
+ * nothing is cut; were it not, the key is cut, never overrun). Three per
+ * job (hold, then settle): a copy, not snprintf. */
 static size_t held_key(struct queue *q, const char *job, size_t jlen, char *key, size_t cap)
 {
-    return (size_t)snprintf(key, cap, "%s %.*s", q->name, (int)jlen, job);
+    size_t qlen = strlen(q->name);
+    if (qlen > cap - 2)
+        qlen = cap - 2;
+    if (jlen > cap - 2 - qlen)
+        jlen = cap - 2 - qlen;
+    memcpy(key, q->name, qlen);
+    key[qlen] = ' ';
+    memcpy(key + qlen + 1, job, jlen);
+    key[qlen + 1 + jlen] = '\0';
+    return qlen + 1 + jlen;
 }
 
 /* Free a lease entry taken out of its table. */
@@ -64,7 +76,9 @@ int lease_hold(struct client *c, struct queue *q, const struct store_job *sj, lo
         q->leases++;
     }
     l->stream = stream;
-    snprintf(l->lease, sizeof(l->lease), "%s", sj->lease);
+    size_t tlen = sj->lease_len < sizeof(l->lease) ? sj->lease_len : sizeof(l->lease) - 1;
+    memcpy(l->lease, sj->lease, tlen);
+    l->lease[tlen] = '\0';
     /* A plain copy (this is the claim path): group_len fits, a valid id. */
     size_t glen = sj->group_len < sizeof(l->group) ? sj->group_len : sizeof(l->group) - 1;
     memcpy(l->group, sj->group ? sj->group : "", sj->group ? glen : 0);

@@ -1,9 +1,12 @@
 /* resp: the exact bytes of each encoding, and that the sizes the pool
  * allocates by match what is written. */
 #include <criterion/criterion.h>
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "resp.h"
+#include "store_internal.h"
 
 /* Check that the n bytes from buf to end are exactly the literal want. */
 #define BYTES(buf, end, want)                                                                      \
@@ -76,4 +79,17 @@ Test(resp, whole_command)
     w = resp_put_arg(w, "key:1", 5);
     BYTES(buf, w, "*2\r\n$3\r\nGET\r\n$5\r\nkey:1\r\n");
     cr_assert_eq((size_t)(w - buf), len);
+}
+
+/* store_num: a script call's number arguments, in decimal as %lld writes
+ * them, every edge included. */
+Test(resp, store_num_is_lld)
+{
+    static const long long vals[] = {
+        0, 1, -1, 9, 10, -10, 99, 1000000007, -1000000007, LLONG_MAX, LLONG_MIN, 1 - LLONG_MAX};
+    for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+        char got[24], want[24];
+        snprintf(want, sizeof(want), "%lld", vals[i]);
+        cr_assert_str_eq(store_num(got, vals[i]), want);
+    }
 }
