@@ -5,7 +5,6 @@
 #include "store.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
