@@ -14,15 +14,25 @@
 -- payloads, per call, to keep one call's Redis
 -- time near a millisecond) means the same as one call. What a call
 -- shares is its fixed cost: one EVALSHA, one prelude, one TIME (the items
--- of one call are created at the same server millisecond).
+-- of one call are created at the same server millisecond), and the
+-- duplicate check: one EXISTS over all its items' rows. When it finds none
+-- (a re-sent id is the exception), an item is a duplicate only of an
+-- earlier item of the call, and each row is written with one HSET
+-- (lib.lua: admit_row's fresh); otherwise each item asks on its own, as
+-- enqueue.lua does.
 if #ARGV < 6 or (#ARGV - 1) % 5 ~= 0 then
   return redis.error_reply('EARG five arguments per item expected')
 end
 local now = now_ms()
 local out, seen = {}, {} -- seen: lanes made non-empty by this call (to_backlog)
+local fresh, rows = nil, {}
+for i = 2, #ARGV, 5 do rows[#rows + 1] = row_key(ARGV[i]) end
+-- At most 1000 keys (unpack's bound is Lua's C stack); the daemon sends 32.
+if #rows <= 1000 and call('EXISTS', unpack(rows)) == 0 then fresh = {} end
 for i = 2, #ARGV, 5 do
   local id, g = ARGV[i], ARGV[i + 1]
-  local st, err, cap_from = admit_row(id, g, ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], now)
+  local st, err, cap_from = admit_row(id, g, ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], now, fresh,
+                                      rows[(i + 3) / 5])
   if st == 'full' then
     out[#out + 1] = {-1, err, cap_from}
   elseif err then

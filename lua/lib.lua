@@ -783,8 +783,13 @@ end
 -- where it comes from ('group' or 'queue'; the lane holds its cap:
 -- nothing written, see cap_refuses), or nil and an "ECODE message"
 -- error. Nothing is written before every check has passed. now: the
--- caller's now_ms(); delay and max: the ARGV text.
-local function admit_row(id, g, payload, delay, max, now)
+-- caller's now_ms(); delay and max: the ARGV text. fresh (enqueue_many):
+-- nil, or a table when the caller has found with one EXISTS that none of
+-- its items' rows existed before the call; then a row exists only if this
+-- call wrote it (fresh[id], which admit_row keeps), and a row is started
+-- with one HSET instead of HSETNX + HSET, the same row either way. row:
+-- the row's key when the caller has built it already (nil: built here).
+local function admit_row(id, g, payload, delay, max, now, fresh, row)
   if string.sub(id, 1, 3) ~= 'JOB' then return nil, 'EKIND job id must be JOB-namespaced' end
   if not valid_job(id) then return nil, 'EARG malformed job id' end
   if g ~= '' and not valid_group(g) then return nil, 'EBRAND malformed group id' end
@@ -792,18 +797,26 @@ local function admit_row(id, g, payload, delay, max, now)
   if not delay or delay < 0 or not max or max < 0 then
     return nil, 'EARG delay_ms and max_attempts must be non-negative'
   end
-  local row = row_key(id)
-  -- A full lane refuses a new job, but not a duplicate: that writes nothing.
-  local cap, cap_from = cap_refuses(g)
-  if cap and call('EXISTS', row) == 0 then return 'full', cap, cap_from end
-  -- Every row has a state, so setting it only where there is none both
-  -- refuses a duplicate and starts the row (one call instead of EXISTS +
-  -- HSET).
-  if call('HSETNX', row, 'state', delay > 0 and 'delayed' or 'pending') == 0 then
-    return 'duplicate'
+  local state = delay > 0 and 'delayed' or 'pending'
+  row = row or row_key(id)
+  if fresh then
+    -- A full lane refuses a new job, but not a duplicate: that writes nothing.
+    if fresh[id] then return 'duplicate' end
+    local cap, cap_from = cap_refuses(g)
+    if cap then return 'full', cap, cap_from end
+    fresh[id] = true
+    call('HSET', row, 'state', state, 'group', g, 'payload', payload, 'attempts', '0',
+         'max_attempts', int(max), 'created_ms', int(now))
+  else
+    local cap, cap_from = cap_refuses(g)
+    if cap and call('EXISTS', row) == 0 then return 'full', cap, cap_from end
+    -- Every row has a state, so setting it only where there is none both
+    -- refuses a duplicate and starts the row (one call instead of EXISTS +
+    -- HSET).
+    if call('HSETNX', row, 'state', state) == 0 then return 'duplicate' end
+    call('HSET', row, 'group', g, 'payload', payload, 'attempts', '0',
+         'max_attempts', int(max), 'created_ms', int(now))
   end
-  call('HSET', row, 'group', g, 'payload', payload, 'attempts', '0',
-       'max_attempts', int(max), 'created_ms', int(now))
   if delay == 0 then return 'ready' end
   to_delayed(id, g, int(now + delay))
   if g ~= '' then call('SADD', K_GROUPS, g) end

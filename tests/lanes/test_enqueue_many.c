@@ -206,15 +206,20 @@ Test(enqueue_many, a_batch_means_what_its_items_enqueued_one_by_one_mean)
     struct keys single, batched;
     cr_assert_eq(keys_init(&single, "eqs", 3), 0);
     cr_assert_eq(keys_init(&batched, "eqb", 3), 0);
-    /* Seeds 1-3 with a ceiling (a queue with a lane setting), 4-6
-     * without (the path of a queue with none); a paused group in both. */
-    for (unsigned seed = 1; seed <= 6; seed++) {
+    /* Seeds 1-3 and 7 with a ceiling (a queue with a lane setting), 4-6
+     * and 8 without (the path of a queue with none); a paused group in
+     * both. In seeds 1-6 one item in eight repeats an earlier id, so most
+     * calls meet a row an earlier call wrote (each item asks HSETNX); in
+     * 7-8 one in sixty, so most calls meet none (one EXISTS, then a
+     * duplicate is one of the call's own items). */
+    for (unsigned seed = 1; seed <= 8; seed++) {
         srand(seed);
         static struct spec items[ITEMS];
+        int repeat = seed <= 6 ? 8 : 60;
         for (int i = 0; i < ITEMS; i++) {
             struct spec *s = &items[i];
-            /* One item in eight repeats an earlier id: a duplicate. */
-            int id = i > 0 && rand() % 8 == 0 ? rand() % i : i;
+            /* One item in `repeat` repeats an earlier id: a duplicate. */
+            int id = i > 0 && rand() % repeat == 0 ? rand() % i : i;
             snprintf(s->job, sizeof(s->job), "JOB%u_%03d", seed, id);
             int g = rand() % (GROUPS + 1);
             if (g == GROUPS)
@@ -229,7 +234,7 @@ Test(enqueue_many, a_batch_means_what_its_items_enqueued_one_by_one_mean)
         const struct keys *both[] = {&single, &batched};
         for (int q = 0; q < 2; q++) {
             freeReplyObject(lanes_call(fx_conn, both[q], SCRIPT_PAUSE, "TEN03", NULL));
-            if (seed <= 3)
+            if (seed <= 3 || seed == 7)
                 freeReplyObject(lanes_call(fx_conn, both[q], SCRIPT_LIMIT, "TEN04", "1", NULL));
         }
         long long verdict_single[ITEMS], verdict_batched[ITEMS];
@@ -326,4 +331,57 @@ LANE_TEST(enqueue_many, only_a_lanes_first_item_in_a_call_counts_the_lane)
     freeReplyObject(many(&fx_q, 12, args));
     fx_ring(ring, sizeof(ring));
     cr_assert_str_eq(ring, "TENb,TENa");
+}
+
+/* The duplicate check of a call is one EXISTS over its items' rows. When
+ * none exists, no item asks HSETNX: each row is one HSET, and a repeated id
+ * within the call is still a duplicate of the first. When one exists,
+ * every item asks on its own, and only that one is a duplicate. */
+LANE_TEST(enqueue_many, one_exists_checks_a_call_whose_rows_are_all_new)
+{
+    const char *fresh[] = {
+        "JOBf1", "TENa", "{\"n\":1}", "0",     "0", /* new */
+        "JOBf2", "",     "{}",        "0",     "0", /* new, flat */
+        "JOBf1", "TENa", "{\"n\":2}", "0",     "0", /* a repeat within the call */
+        "JOBf3", "TENb", "{}",        "60000", "0", /* new, delayed */
+    };
+    freeReplyObject(redisCommand(fx_conn, "CONFIG RESETSTAT"));
+    redisReply *r = many(&fx_q, 4, fresh);
+    long long want[] = {1, 1, 0, 1};
+    for (size_t i = 0; i < 4; i++)
+        cr_assert_eq(r->element[i]->integer, want[i], "item %zu", i);
+    freeReplyObject(r);
+    /* One for the rows, and the once-per-call reads of whether glimit and
+     * paused exist (lib.lua: any_limit, any_paused). */
+    cr_assert_eq(fx_calls_of("exists"), 3, "one EXISTS for the call's rows");
+    cr_assert_eq(fx_calls_of("hsetnx"), 0, "no HSETNX when no row existed");
+    cr_assert_eq(fx_calls_of("hset"), 3, "one HSET per row written");
+    char v[64];
+    fx_row("JOBf1", "payload", v, sizeof(v));
+    cr_assert_str_eq(v, "{\"n\":1}", "the first item's row stands");
+    fx_row("JOBf1", "state", v, sizeof(v));
+    cr_assert_str_eq(v, "pending");
+    fx_row("JOBf3", "state", v, sizeof(v));
+    cr_assert_str_eq(v, "delayed");
+    fx_row("JOBf2", "attempts", v, sizeof(v));
+    cr_assert_str_eq(v, "0");
+
+    const char *again[] = {
+        "JOBf4", "TENa", "{}",        "0", "0", /* new */
+        "JOBf2", "",     "{\"x\":1}", "0", "0", /* its row exists: a duplicate */
+        "JOBf5", "TENb", "{}",        "0", "0", /* new */
+    };
+    freeReplyObject(redisCommand(fx_conn, "CONFIG RESETSTAT"));
+    r = many(&fx_q, 3, again);
+    cr_assert_eq(r->element[0]->integer, 1);
+    cr_assert_eq(r->element[1]->integer, 0, "a row of an earlier call is a duplicate");
+    cr_assert_eq(r->element[2]->integer, 1);
+    freeReplyObject(r);
+    cr_assert_eq(fx_calls_of("hsetnx"), 3, "a row existed: each item asks on its own");
+    fx_row("JOBf2", "payload", v, sizeof(v));
+    cr_assert_str_eq(v, "{}", "the duplicate changed nothing");
+    char ring[64];
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "TENa,TENb");
+    freeReplyObject(lanes_call(fx_conn, &fx_q, SCRIPT_REMOVE, "JOBf3", NULL));
 }
