@@ -789,7 +789,14 @@ end
 -- call wrote it (fresh[id], which admit_row keeps), and a row is started
 -- with one HSET instead of HSETNX + HSET, the same row either way. row:
 -- the row's key when the caller has built it already (nil: built here).
-local function admit_row(id, g, payload, delay, max, now, fresh, row)
+-- leased (enqueue.lua's hand-off): nil, or {dl = the deadline as int()
+-- text, by = the caller's tag} for a job due now that is leased as it is
+-- admitted: its row starts active, on its first attempt, with its lease
+-- fields and a token drawn once it is known to be new (set as leased.tok),
+-- so the job is written once instead of written pending, then read back
+-- (its payload too) and rewritten by lease(); admit_row then returns
+-- 'leased', and the caller puts it in the lease indexes.
+local function admit_row(id, g, payload, delay, max, now, fresh, row, leased)
   if string.sub(id, 1, 3) ~= 'JOB' then return nil, 'EKIND job id must be JOB-namespaced' end
   if not valid_job(id) then return nil, 'EARG malformed job id' end
   if g ~= '' and not valid_group(g) then return nil, 'EBRAND malformed group id' end
@@ -797,7 +804,8 @@ local function admit_row(id, g, payload, delay, max, now, fresh, row)
   if not delay or delay < 0 or not max or max < 0 then
     return nil, 'EARG delay_ms and max_attempts must be non-negative'
   end
-  local state = delay > 0 and 'delayed' or 'pending'
+  if delay > 0 or fresh then leased = nil end
+  local state = delay > 0 and 'delayed' or leased and 'active' or 'pending'
   row = row or row_key(id)
   if fresh then
     -- A full lane refuses a new job, but not a duplicate: that writes nothing.
@@ -814,6 +822,13 @@ local function admit_row(id, g, payload, delay, max, now, fresh, row)
     -- refuses a duplicate and starts the row (one call instead of EXISTS +
     -- HSET).
     if call('HSETNX', row, 'state', state) == 0 then return 'duplicate' end
+    if leased then
+      leased.tok = token(call('INCR', K_SEQ), now)
+      call('HSET', row, 'group', g, 'payload', payload, 'attempts', '1',
+           'max_attempts', int(max), 'created_ms', int(now), 'lease', leased.tok,
+           'lease_until', leased.dl, 'lease_by', leased.by or '')
+      return 'leased'
+    end
     call('HSET', row, 'group', g, 'payload', payload, 'attempts', '0',
          'max_attempts', int(max), 'created_ms', int(now))
   end

@@ -125,10 +125,22 @@ LANE_TEST(handoff, queued_when_its_group_may_not_run_it_now)
     cr_assert_str_eq(j[0].job, "JOBc2", "the lane keeps its order");
 }
 
+static long long seq_now(void)
+{
+    redisReply *r = redisCommand(fx_conn, "GET %s", fx_q.names[KEY_SEQ]);
+    cr_assert_not_null(r);
+    long long v = r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
+    freeReplyObject(r);
+    return v;
+}
+
+/* Nor does either draw a lease number: the token is drawn only once the
+ * job is known to be new and valid, so the lease counter is as it was. */
 LANE_TEST(handoff, a_duplicate_is_a_duplicate_and_a_bad_lease_changes_nothing)
 {
     char lease[32];
     assert_handed(enqueue_hand("JOBx1", "TENa", "0"), "JOBx1", "TENa", lease, sizeof(lease));
+    long long seq = seq_now();
     redisReply *r = enqueue_hand("JOBx1", "TENa", "0");
     cr_assert_eq(r->type, REDIS_REPLY_INTEGER);
     cr_assert_eq(r->integer, 0, "a re-sent id is a duplicate, not a second lease");
@@ -136,7 +148,47 @@ LANE_TEST(handoff, a_duplicate_is_a_duplicate_and_a_bad_lease_changes_nothing)
     char code[16];
     fx_error(code, sizeof(code), SCRIPT_ENQUEUE, "JOBx2", "TENa", "{}", "0", "0", "-5", NULL);
     cr_assert_str_eq(code, "EARG");
+    fx_error(code, sizeof(code), SCRIPT_ENQUEUE, "JOBx2", "bad", "{}", "0", "0", "30000", NULL);
+    cr_assert_str_eq(code, "EBRAND");
+    cr_assert_eq(seq_now(), seq, "no lease number drawn");
     r = redisCommand(fx_conn, "EXISTS %sjob:JOBx2", fx_q.prefix);
     cr_assert_eq(r->integer, 0, "a refused enqueue writes nothing");
     freeReplyObject(r);
+}
+
+/* A job handed off is written once, already leased: one HSETNX (the
+ * duplicate check) and one HSET, no read back of the row it has just
+ * written (its payload included). The row is the one a claim would leave:
+ * active, first attempt, the lease's token, deadline and tag. */
+LANE_TEST(handoff, a_handed_off_job_is_written_once_already_leased)
+{
+    freeReplyObject(redisCommand(fx_conn, "CONFIG RESETSTAT"));
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_ENQUEUE, "JOBw1", "TENa", "{\"n\":1}", "0",
+                               "4", "30000", "tag-7", NULL);
+    cr_assert_not_null(r);
+    long long deadline = r->type == REDIS_REPLY_ARRAY ? r->element[1]->integer : 0;
+    char lease[32];
+    assert_handed(r, "JOBw1", "TENa", lease, sizeof(lease));
+    cr_assert_eq(fx_calls_of("hmget"), 0, "no read back of the row");
+    cr_assert_eq(fx_calls_of("hsetnx"), 1);
+    cr_assert_eq(fx_calls_of("hset"), 1, "the row written once");
+    const char *field[] = {"state",        "attempts", "lease",  "lease_by",
+                           "max_attempts", "group",    "payload"};
+    const char *want[] = {"active", "1", lease, "tag-7", "4", "TENa", "{\"n\":1}"};
+    for (size_t i = 0; i < 7; i++) {
+        char v[64];
+        fx_row("JOBw1", field[i], v, sizeof(v));
+        cr_assert_str_eq(v, want[i], "field %s", field[i]);
+    }
+    char v[32];
+    fx_row("JOBw1", "lease_until", v, sizeof(v));
+    cr_assert_eq(atoll(v), deadline, "lease_until is the deadline returned");
+    redisReply *z = redisCommand(fx_conn, "ZSCORE %s JOBw1", fx_q.names[KEY_ACTIVE]);
+    cr_assert(z != NULL && z->type == REDIS_REPLY_STRING);
+    cr_assert_eq(atoll(z->str), deadline, "in the lease index at its deadline");
+    freeReplyObject(z);
+    fx_assert_invariants(&fx_q);
+    char st[32];
+    fx_complete("JOBw1", lease, st, sizeof(st));
+    cr_assert_str_eq(st, "completed", "its lease is a real lease");
 }
