@@ -31,8 +31,9 @@ for i = 2, #ARGV, 5 do rows[#rows + 1] = row_key(ARGV[i]) end
 if #rows <= 1000 and call('EXISTS', unpack(rows)) == 0 then fresh = {} end
 for i = 2, #ARGV, 5 do
   local id, g = ARGV[i], ARGV[i + 1]
+  local row = rows[#out + 1] -- out gets one verdict per item
   local st, err, cap_from = admit_row(id, g, ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], now, fresh,
-                                      rows[(i + 3) / 5])
+                                      row)
   if st == 'full' then
     out[#out + 1] = {-1, err, cap_from}
   elseif err then

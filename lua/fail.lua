@@ -9,16 +9,16 @@
 local id, tok, reason = ARGV[2], ARGV[3], ARGV[4]
 local retry, dead = tonumber(ARGV[5]), ARGV[6] == '1'
 if not retry or retry < -1 then return redis.error_reply('EARG bad retry_ms') end
-local g, err = check_lease(id, tok)
+-- The attempts come with the lease check: one read of the row.
+local g, f = check_lease(id, tok, 'attempts', 'max_attempts')
 if not g then
-  if err == 'ENOJOB' then return redis.error_reply('ENOJOB no such job') end
+  if f == 'ENOJOB' then return redis.error_reply('ENOJOB no such job') end
   return redis.error_reply('ELEASE lease is not current')
 end
 leave_active(id, g)
 local now = now_ms()
 local row = row_key(id)
-local f = call('HMGET', row, 'attempts', 'max_attempts')
-local att, max = tonumber(f[1]), tonumber(f[2])
+local att, max = tonumber(f[4]), tonumber(f[5])
 if dead or (max > 0 and att >= max) then
   call('HDEL', row, 'lease', 'lease_until')
   call('HSET', row, 'state', 'dead', 'error', reason, 'finished_ms', int(now))

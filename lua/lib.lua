@@ -690,11 +690,13 @@ local function lease(id, g, dl, tok, now, by, out, width, later)
 end
 
 -- Check a presented lease: returns the row's group, or nil and a status.
-local function check_lease(id, tok)
-  local f = call('HMGET', row_key(id), 'state', 'lease', 'group')
+-- The row's fields named after tok are read in the same HMGET, and come
+-- back second, as the HMGET's reply (theirs from its 4th entry on).
+local function check_lease(id, tok, ...)
+  local f = call('HMGET', row_key(id), 'state', 'lease', 'group', ...)
   if not f[1] then return nil, 'ENOJOB' end
   if f[1] ~= 'active' or f[2] ~= tok then return nil, 'ELEASE' end
-  return f[3] or ''
+  return f[3] or '', f
 end
 
 -- Send a job whose lease ended without success back to its backlog, or to

@@ -337,10 +337,12 @@ LANE_TEST(lease, fail_retries_through_delayed_then_dead_letters)
     cr_assert_eq(fx_enqueue_delayed("JOB1", "TENa", 0, 2), 1);
     struct leased j;
     cr_assert_eq(fx_claim(1, 30000, &j, NULL), 1);
+    freeReplyObject(redisCommand(fx_conn, "CONFIG RESETSTAT"));
     redisReply *r =
         lanes_call(fx_conn, &fx_q, SCRIPT_FAIL, "JOB1", j.lease, "boom", "300", "0", NULL);
     cr_assert_str_eq(r->str, "delayed");
     freeReplyObject(r);
+    cr_assert_eq(fx_calls_of("hmget"), 1, "the attempts read with the lease check");
     char v[64];
     fx_row("JOB1", "error", v, sizeof(v));
     cr_assert_str_eq(v, "boom");
