@@ -809,31 +809,28 @@ local function admit_row(id, g, payload, delay, max, now, fresh, row, leased)
   if delay > 0 or fresh then leased = nil end
   local state = delay > 0 and 'delayed' or leased and 'active' or 'pending'
   row = row or row_key(id)
+  -- A full lane refuses a new job, but not a duplicate: that writes nothing.
+  local cap, cap_from = cap_refuses(g)
   if fresh then
-    -- A full lane refuses a new job, but not a duplicate: that writes nothing.
     if fresh[id] then return 'duplicate' end
-    local cap, cap_from = cap_refuses(g)
     if cap then return 'full', cap, cap_from end
     fresh[id] = true
-    call('HSET', row, 'state', state, 'group', g, 'payload', payload, 'attempts', '0',
-         'max_attempts', int(max), 'created_ms', int(now))
   else
-    local cap, cap_from = cap_refuses(g)
     if cap and call('EXISTS', row) == 0 then return 'full', cap, cap_from end
     -- Every row has a state, so setting it only where there is none both
     -- refuses a duplicate and starts the row (one call instead of EXISTS +
-    -- HSET).
+    -- HSET; the HSET below writes the state again, the same value).
     if call('HSETNX', row, 'state', state) == 0 then return 'duplicate' end
-    if leased then
-      leased.tok = token(call('INCR', K_SEQ), now)
-      call('HSET', row, 'group', g, 'payload', payload, 'attempts', '1',
-           'max_attempts', int(max), 'created_ms', int(now), 'lease', leased.tok,
-           'lease_until', leased.dl, 'lease_by', leased.by or '')
-      return 'leased'
-    end
-    call('HSET', row, 'group', g, 'payload', payload, 'attempts', '0',
-         'max_attempts', int(max), 'created_ms', int(now))
   end
+  if leased then
+    leased.tok = token(call('INCR', K_SEQ), now)
+    call('HSET', row, 'state', state, 'group', g, 'payload', payload, 'attempts', '1',
+         'max_attempts', int(max), 'created_ms', int(now), 'lease', leased.tok,
+         'lease_until', leased.dl, 'lease_by', leased.by or '')
+    return 'leased'
+  end
+  call('HSET', row, 'state', state, 'group', g, 'payload', payload, 'attempts', '0',
+       'max_attempts', int(max), 'created_ms', int(now))
   if delay == 0 then return 'ready' end
   to_delayed(id, g, int(now + delay))
   if g ~= '' then call('SADD', K_GROUPS, g) end
