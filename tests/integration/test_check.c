@@ -9,7 +9,8 @@
  * on a connection of the test's own: fast, and the daemon only ever reads
  * them, so it runs no upkeep for them (and the upkeep of the queues it
  * does use is an hour away), and every script call Redis counts is the
- * test's doing. */
+ * test's doing. (other_clients_are_served_between_its_calls enqueues one
+ * job through the daemon, and says what that adds.) */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -158,25 +159,50 @@ Test(check, a_big_queue_is_checked_in_many_bounded_calls)
     tc_close(c);
 }
 
-/* The check's first call is held at Redis (writes paused: a script call
- * is one), and a depth from another connection is sent behind it. Let
- * go, Redis runs that call, then the depth, then the check's next: the
- * depth is answered while the check goes on. */
+/* True once the daemon has read, and sent on, every line its clients
+ * sent before this call: it serves sockets in the order they became
+ * readable, and writes what a turn made once per turn, so two pings
+ * answered on a connection of their own mean it has turned since. */
+static void daemon_turned(struct tc_conn *p)
+{
+    for (int i = 0; i < 2; i++) {
+        json_t *r = tc_call(p, "{\"op\":\"ping\"}");
+        assert_ok(r);
+        json_decref(r);
+    }
+}
+
+/* A depth sent while the check is under way is answered before the check
+ * ends. Writes paused at Redis hold an enqueue of the same queue on the
+ * queue's backend connection (a queue's calls go on one connection while
+ * any is out); the check's first call goes behind it (a check only reads,
+ * so a pause of writes alone would not hold it), and the depth from
+ * another connection behind that. Let go, Redis runs the three in that
+ * order, and the check's next call is sent only once its first has
+ * answered: after the depth. (The enqueue makes "big" a queue the daemon
+ * uses; its upkeep's first pass is held with it and ends with it.) */
 Test(check, other_clients_are_served_between_its_calls)
 {
     fill_groups("big", 10, ROWS / 10);
-    struct tc_conn *a = fx_conn(), *b = fx_conn();
-    long long inflight0 = emqd_metric(&fx_emqd, "emqd_pool_inflight");
+    struct tc_conn *a = fx_conn(), *b = fx_conn(), *c = fx_conn(), *p = fx_conn();
     fx_redis_pause_writes(true);
+    cr_assert_eq(tc_send_line(c, "{\"op\":\"enqueue\",\"queue\":\"big\",\"group\":"
+                                 "\"TENhold\",\"payload\":1}"),
+                 0);
+    daemon_turned(p);
     cr_assert_eq(tc_send_line(a, "{\"op\":\"check\",\"queue\":\"big\"}"), 0);
-    await(emqd_metric(&fx_emqd, "emqd_pool_inflight") == inflight0 + 1,
-          "the check's first call to be out");
+    daemon_turned(p);
     cr_assert_eq(tc_send_line(b, "{\"op\":\"depth\",\"queue\":\"big\",\"group\":\"TENg0003\"}"), 0);
-    await(emqd_metric(&fx_emqd, "emqd_pool_inflight") == inflight0 + 2,
-          "the depth to be out behind it");
+    daemon_turned(p);
+    /* Nothing of the three can have been answered (only a depth sent on
+     * another connection could be: a read is not held by the pause). */
+    cr_assert_null(tc_read(b, 0), "the depth did not wait behind the check's first call");
     long long calls0 = fx_redis_calls("evalsha");
     fx_redis_pause_writes(false);
-    json_t *r = tc_read(b, wait_deadline_ms(0));
+    json_t *r = tc_read(c, wait_deadline_ms(0));
+    assert_ok(r);
+    json_decref(r);
+    r = tc_read(b, wait_deadline_ms(0));
     assert_ok(r);
     cr_assert_eq(jint(r, "depth"), ROWS / 10);
     json_decref(r);
@@ -191,6 +217,8 @@ Test(check, other_clients_are_served_between_its_calls)
                  at_end - calls0);
     tc_close(a);
     tc_close(b);
+    tc_close(c);
+    tc_close(p);
 }
 
 /* The lane of group k's jobs that a test corrupts; its jobs are
