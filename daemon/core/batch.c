@@ -1,12 +1,16 @@
-/* batch: the completions of one loop turn, per queue, sent as few script
- * calls (lua/complete.lua takes pairs; at most STORE_PAIRS_PER_CALL each,
- * so one call stays short in Redis), and likewise the enqueues that ask
- * for no hand-off (lua/enqueue_many.lua; at most STORE_ITEMS_PER_CALL
- * each). A queue's batch goes out at the end of the turn (engine_flush),
- * or before any other call of the queue (queue_store), so that a call
- * made after a completion or an enqueue runs after it. A batch holds one
- * kind at a time: adding a completion sends the enqueues gathered before
- * it, and the other way round, so the two keep their order too. */
+/* batch: the settlements (completions and fails) of one loop turn, per
+ * queue, sent as few script calls (lua/complete.lua takes both, in order;
+ * at most STORE_PAIRS_PER_CALL completions' worth each, a fail counting
+ * STORE_FAIL_WEIGHT, so one call stays short in Redis), and likewise the
+ * enqueues that ask for no hand-off (lua/enqueue_many.lua; at most
+ * STORE_ITEMS_PER_CALL each). A queue's batch goes out at the end of the
+ * turn (engine_flush), or before any other call of the queue
+ * (queue_store), so that a call made after a settlement or an enqueue
+ * runs after it. A batch holds one kind at a time: adding a settlement
+ * sends the enqueues gathered before it, and the other way round, so the
+ * two keep their order too. Completions and fails share a batch, so a
+ * worker that fails some of its jobs does not cut its completions' calls
+ * short. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +19,7 @@
 #include "queue.h"
 
 static void flush_enqueues(struct queue *q);
-static void flush_completions(struct queue *q);
+static void flush_settlements(struct queue *q);
 
 /* q is on the engine's list of queues with something to send. */
 static void mark_batched(struct queue *q)
@@ -27,13 +31,13 @@ static void mark_batched(struct queue *q)
     }
 }
 
-int queue_complete(struct queue *q, const struct queue_completion *c)
+int queue_settle(struct queue *q, const struct queue_settlement *c)
 {
     if (q->nenq > 0)
         flush_enqueues(q);
     if (q->nbatch == q->capbatch) {
         size_t cap = q->capbatch ? q->capbatch * 2 : 16;
-        struct queue_completion *b = realloc(q->batch, cap * sizeof(*b));
+        struct queue_settlement *b = realloc(q->batch, cap * sizeof(*b));
         if (b == NULL)
             return -ENOMEM;
         q->batch = b;
@@ -44,20 +48,20 @@ int queue_complete(struct queue *q, const struct queue_completion *c)
     return 0;
 }
 
-/* One batch call in flight: the completions it carries. */
+/* One batch call in flight: the settlements it carries. */
 struct sent {
     struct queue *q;
     size_t n;
-    struct queue_completion items[];
+    struct queue_settlement items[];
 };
 
-static void complete_cb(void *priv, const struct store_status *st, size_t n,
-                        const enum store_outcome *each)
+static void settled_cb(void *priv, const struct store_status *st, size_t n,
+                       const enum store_outcome *each)
 {
     struct sent *b = priv;
     (void)n; /* b->n outcomes when st->code is 0 */
     for (size_t i = 0; i < b->n; i++) {
-        const struct queue_completion *c = &b->items[i];
+        const struct queue_settlement *c = &b->items[i];
         enum store_outcome o = st->code == 0 ? each[i] : STORE_ENOJOB;
         if (st->code == 0 && o == STORE_COMPLETED)
             b->q->count.completed++;
@@ -67,7 +71,7 @@ static void complete_cb(void *priv, const struct store_status *st, size_t n,
 }
 
 /* Send items[0..n) (n <= STORE_PAIRS_PER_CALL) as one call. */
-static void flush_call(struct queue *q, const struct queue_completion *items, size_t n)
+static void flush_call(struct queue *q, const struct queue_settlement *items, size_t n)
 {
     struct sent *b = malloc(sizeof(*b) + n * sizeof(b->items[0]));
     if (b == NULL) {
@@ -76,34 +80,41 @@ static void flush_call(struct queue *q, const struct queue_completion *items, si
             items[i].done(items[i].priv, &oom, STORE_ENOJOB);
         return;
     }
-    struct store_pair pairs[STORE_PAIRS_PER_CALL];
+    struct store_settlement each[STORE_PAIRS_PER_CALL];
     b->q = q;
     b->n = n;
     for (size_t i = 0; i < n; i++) {
         b->items[i] = items[i];
-        pairs[i] = (struct store_pair){items[i].job, items[i].lease};
+        each[i] = (struct store_settlement){items[i].job, items[i].lease, items[i].fail};
     }
-    if (store_complete(&q->store, q->eng->cfg->retention_ms, n, pairs, complete_cb, b) != 0) {
+    if (store_settle(&q->store, q->eng->cfg->retention_ms, n, each, settled_cb, b) != 0) {
         static const struct store_status down = {WIRE_EUNAVAILABLE, "the backend is unavailable"};
-        complete_cb(b, &down, 0, NULL);
+        settled_cb(b, &down, 0, NULL);
     }
 }
 
-static void flush_completions(struct queue *q)
+static void flush_settlements(struct queue *q)
 {
     size_t n = q->nbatch, cap = q->capbatch;
     if (n == 0)
         return;
     /* The batch is ours now: a callback that runs at once (the backend
-     * down) answers requests, and whatever that sets going completes
-     * into a new array rather than over items not yet sent. */
-    struct queue_completion *items = q->batch;
+     * down) answers requests, and whatever that sets going settles into
+     * a new array rather than over items not yet sent. */
+    struct queue_settlement *items = q->batch;
     q->batch = NULL;
     q->nbatch = q->capbatch = 0;
-    /* In calls of at most STORE_PAIRS_PER_CALL, sent in order, so each
-     * completion still takes effect before any later call of the queue. */
-    for (size_t at = 0; at < n; at += STORE_PAIRS_PER_CALL)
-        flush_call(q, items + at, n - at < STORE_PAIRS_PER_CALL ? n - at : STORE_PAIRS_PER_CALL);
+    /* In calls of at most STORE_PAIRS_PER_CALL completions' worth, sent in
+     * order, so each settlement still takes effect before any later call
+     * of the queue. */
+    size_t at = 0;
+    while (at < n) {
+        size_t k = 0, weight = 0;
+        while (at + k < n && weight < STORE_PAIRS_PER_CALL)
+            weight += items[at + k++].fail != NULL ? STORE_FAIL_WEIGHT : 1;
+        flush_call(q, items + at, k);
+        at += k;
+    }
     if (q->batch == NULL) { /* keep the array for the next turn */
         q->batch = items;
         q->capbatch = cap;
@@ -118,7 +129,7 @@ int queue_enqueue(struct queue *q, const struct store_enqueue_args *a, store_enq
                   void *priv)
 {
     if (q->nbatch > 0)
-        flush_completions(q);
+        flush_settlements(q);
     if (q->nenq == q->capenq) {
         size_t cap = q->capenq ? q->capenq * 2 : 16;
         struct queue_enqueue *b = realloc(q->enq, cap * sizeof(*b));
@@ -204,7 +215,7 @@ static void flush_enqueues(struct queue *q)
     size_t n = q->nenq, cap = q->capenq;
     if (n == 0)
         return;
-    /* Ours now, as in flush_completions: what a callback that runs at
+    /* Ours now, as in flush_settlements: what a callback that runs at
      * once sets going gathers into a new array. */
     struct queue_enqueue *items = q->enq;
     q->enq = NULL;
@@ -231,9 +242,9 @@ static void flush_enqueues(struct queue *q)
 
 void queue_flush(struct queue *q)
 {
-    /* At most one of the two holds anything (queue_complete,
+    /* At most one of the two holds anything (queue_settle,
      * queue_enqueue); either order would do. */
-    flush_completions(q);
+    flush_settlements(q);
     flush_enqueues(q);
 }
 

@@ -3,9 +3,10 @@
  * a consumer arriving, room returning, the backend coming back), claims
  * for them in one batched script call and hands the jobs out round-robin
  * (pump.c). It runs the queue's upkeep (upkeep.c: reap expired leases,
- * promote due delayed jobs) and coalesces the completions of one loop
- * turn into one script call (batch.c). Every backend call of the queue
- * goes through queue_store, in the order it is made. */
+ * promote due delayed jobs) and coalesces the settlements (completions
+ * and fails) of one loop turn into one script call, and its enqueues into
+ * enqueue_many calls (batch.c). Every backend call of the queue goes
+ * through queue_store, in the order it is made. */
 #ifndef EMQ_QUEUE_H
 #define EMQ_QUEUE_H
 
@@ -49,11 +50,13 @@ struct queue_latency {
     struct hist wait, run;
 };
 
-/* One completion waiting for this turn's batch call. */
-typedef void queue_completed_fn(void *priv, const struct store_status *st, enum store_outcome o);
-struct queue_completion {
-    const char *job, *lease; /* the caller's, kept until done runs */
-    queue_completed_fn *done;
+/* One settlement (a completion, or with fail a failed attempt) waiting
+ * for this turn's batch call. */
+typedef void queue_settled_fn(void *priv, const struct store_status *st, enum store_outcome o);
+struct queue_settlement {
+    const char *job, *lease;            /* the caller's, kept until done runs */
+    const struct store_fail_args *fail; /* likewise; NULL: a completion */
+    queue_settled_fn *done;
     void *priv;
 };
 
@@ -89,11 +92,12 @@ struct queue {
      * failed step was logged. */
     bool formatted, formatting, format_warned;
     uint64_t format_indexed;
-    /* completions gathered this loop turn, sent as one script call */
-    struct queue_completion *batch;
+    /* settlements (completions and fails) gathered this loop turn, sent
+     * as one script call */
+    struct queue_settlement *batch;
     size_t nbatch, capbatch;
     /* enqueues gathered this loop turn (never at the same time as
-     * completions: adding either kind sends the other first) */
+     * settlements: adding either kind sends the other first) */
     struct queue_enqueue *enq;
     size_t nenq, capenq, enq_bytes; /* enq_bytes: their payloads */
     struct queue *batch_next;
@@ -123,9 +127,9 @@ void queue_free(struct queue *q);
  * its first call is a format step (queue_format_step). */
 void queue_start(struct queue *q);
 
-/* The queue's store, for a typed call (jobs.h, admin.h). The completions
- * gathered this turn are sent first, so that the call runs after them:
- * a claim a completion's permit should serve sees it done. */
+/* The queue's store, for a typed call (jobs.h, admin.h). The settlements
+ * or enqueues gathered this turn are sent first, so that the call runs
+ * after them: a claim a completion's permit should serve sees it done. */
 struct store_queue *queue_store(struct queue *q);
 
 /* Work may be available: claim for the parked consumers of kind flat. */
@@ -144,19 +148,20 @@ void queue_handoff_end(struct queue *q, bool flat, uint64_t lease_ms,
  * run the upkeep then at the latest, not only at its next regular pass. */
 void queue_due_in(struct queue *q, uint64_t ms);
 
-/* Add a completion to this turn's batch (sent at the end of the turn, or
- * before the queue's next call). c is copied; its strings must live until
- * c->done runs, exactly once. 0, or -ENOMEM (done will not run). */
-int queue_complete(struct queue *q, const struct queue_completion *c);
+/* Add a settlement (a completion or a fail) to this turn's batch (sent at
+ * the end of the turn, or before the queue's next call; its items take
+ * effect in the order added). c is copied; its strings and fail must live
+ * until c->done runs, exactly once. 0, or -ENOMEM (done will not run). */
+int queue_settle(struct queue *q, const struct queue_settlement *c);
 /* Add an enqueue without a hand-off to this turn's batch: the enqueues a
  * turn reads for the queue go to Redis as enqueue_many calls (at most
  * STORE_ITEMS_PER_CALL items each, in order), at the end of the turn or
- * before the queue's next call, as completions do. a's strings are
+ * before the queue's next call, as settlements do. a's strings are
  * copied. done runs exactly once, with a 1-item verdict as store_enqueue
  * gives it. 0, or -ENOMEM (done will not run). */
 int queue_enqueue(struct queue *q, const struct store_enqueue_args *a, store_enqueue_cb *done,
                   void *priv);
-/* Send this turn's batch (completions or enqueues) now (engine_flush,
+/* Send this turn's batch (settlements or enqueues) now (engine_flush,
  * queue_store). */
 void queue_flush(struct queue *q);
 

@@ -549,11 +549,11 @@ static void completed(void *priv, const struct store_status *st, enum store_outc
 
 static void cmd_complete(struct req *r)
 {
-    /* Completions of one loop turn go out together (engine_flush); the
+    /* Settlements of one loop turn go out together (engine_flush); the
      * strings live in the request, which lives until completed runs. */
-    struct queue_completion c = {
+    struct queue_settlement c = {
         .job = cmd_str(r, "job"), .lease = cmd_str(r, "lease"), .done = completed, .priv = r};
-    if (queue_complete(r->q, &c) != 0)
+    if (queue_settle(r->q, &c) != 0)
         req_error(r, WIRE_EINTERNAL, "out of memory");
 }
 
@@ -603,9 +603,19 @@ static void settled(struct req *r, const struct store_status *st, enum store_out
     req_ok_string(r, "state", store_outcome_state(o));
 }
 
+/* A fail waiting in the turn's batch: how it failed (its strings are the
+ * request's), and the request. */
+struct failing {
+    struct store_fail_args a;
+    struct req *r;
+};
+
 static void fail_cb(void *priv, const struct store_status *st, enum store_outcome o)
 {
-    settled(priv, st, o, true);
+    struct failing *f = priv;
+    struct req *r = f->r;
+    free(f);
+    settled(r, st, o, true);
 }
 
 static void release_cb(void *priv, const struct store_status *st, size_t n,
@@ -627,15 +637,28 @@ static const struct arg_spec fail_spec[] = {
 
 static void cmd_fail(struct req *r)
 {
-    struct store_fail_args a = {
-        .job = cmd_str(r, "job"),
-        .lease = cmd_str(r, "lease"),
+    /* Fails join the turn's completions (queue_settle): one call settles
+     * both, in the order they were read. */
+    struct failing *f = malloc(sizeof(*f));
+    if (f == NULL) {
+        req_error(r, WIRE_EINTERNAL, "out of memory");
+        return;
+    }
+    f->r = r;
+    f->a = (struct store_fail_args){
         .error = cmd_str(r, "error"),
         .retry_ms = request_int(r->root, "retry_ms", -1),
         .dead = request_bool(r->root, "dead", false),
     };
-    if (store_fail(queue_store(r->q), &a, fail_cb, r) != 0)
-        req_error(r, WIRE_EUNAVAILABLE, "the backend is unavailable");
+    struct queue_settlement c = {.job = cmd_str(r, "job"),
+                                 .lease = cmd_str(r, "lease"),
+                                 .fail = &f->a,
+                                 .done = fail_cb,
+                                 .priv = f};
+    if (queue_settle(r->q, &c) != 0) {
+        free(f);
+        req_error(r, WIRE_EINTERNAL, "out of memory");
+    }
 }
 
 static const struct arg_spec release_spec[] = {

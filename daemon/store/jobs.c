@@ -236,8 +236,7 @@ int store_claim(struct store_queue *sq, bool flat, size_t n, uint64_t lease_ms, 
 
 /* --- settling ---------------------------------------------------------- */
 
-/* The words complete.lua and release.lua answer per pair, and fail.lua as
- * its value. */
+/* The words complete.lua and release.lua answer per item. */
 static bool outcome_of(const redisReply *e, enum store_outcome *o)
 {
     static const struct {
@@ -312,12 +311,39 @@ static int send_pairs(struct store_queue *sq, enum script_id id, size_t nhead, c
     return rc;
 }
 
-int store_complete(struct store_queue *sq, uint64_t retention_ms, size_t n,
-                   const struct store_pair *pairs, store_outcomes_cb *cb, void *priv)
+int store_settle(struct store_queue *sq, uint64_t retention_ms, size_t n,
+                 const struct store_settlement *items, store_outcomes_cb *cb, void *priv)
 {
-    char keep[24];
-    const char *head[] = {store_num(keep, (long long)retention_ms)};
-    return send_pairs(sq, SCRIPT_COMPLETE, 1, head, n, pairs, cb, priv);
+    /* A completion is two arguments, a fail six: "fail", then five. */
+    if (n == 0 || n > ((size_t)INT32_MAX - 1) / 6)
+        return -EINVAL;
+    const char **argv = malloc((1 + 6 * n) * sizeof(*argv));
+    /* Each fail's retry_ms as text; argv points into it. */
+    char(*nums)[24] = malloc(n * sizeof(*nums));
+    int rc = -ENOMEM;
+    if (argv != NULL && nums != NULL) {
+        char keep[24];
+        size_t a = 0;
+        argv[a++] = store_num(keep, (long long)retention_ms);
+        for (size_t i = 0; i < n; i++) {
+            const struct store_settlement *it = &items[i];
+            if (it->fail != NULL)
+                argv[a++] = "fail";
+            argv[a++] = it->job;
+            argv[a++] = it->lease;
+            if (it->fail != NULL) {
+                argv[a++] = it->fail->error;
+                argv[a++] = store_num(nums[i], it->fail->retry_ms);
+                argv[a++] = it->fail->dead ? "1" : "0";
+            }
+        }
+        /* The pool copies the arguments: they may go now. */
+        rc = store_send(sq, SCRIPT_COMPLETE, (int)a, argv, NULL, outcomes_decode, STORE_CB(cb),
+                        priv, n);
+    }
+    free(argv);
+    free(nums);
+    return rc;
 }
 
 int store_release(struct store_queue *sq, const char *reason, enum store_release_mode mode,
@@ -330,34 +356,6 @@ int store_release(struct store_queue *sq, const char *reason, enum store_release
     };
     const char *head[] = {reason, words[mode]};
     return send_pairs(sq, SCRIPT_RELEASE, 2, head, n, pairs, cb, priv);
-}
-
-/* fail answers the job's new state. */
-static int failed_parse(const redisReply *r, void *out)
-{
-    enum store_outcome *o = out;
-    return outcome_of(r, o) && (*o == STORE_PENDING || *o == STORE_DELAYED || *o == STORE_DEAD)
-               ? 0
-               : STORE_SHAPE;
-}
-
-static void fail_decode(const struct store_call *c, const struct store_status *st,
-                        const redisReply *r)
-{
-    struct store_status s = *st;
-    enum store_outcome o = STORE_ENOJOB;
-    if (!store_parsed(c, &s, r, failed_parse, &o))
-        o = STORE_ENOJOB;
-    ((store_fail_cb *)c->cb)(c->priv, &s, o);
-}
-
-int store_fail(struct store_queue *sq, const struct store_fail_args *a, store_fail_cb *cb,
-               void *priv)
-{
-    char retry[24];
-    const char *argv[] = {a->job, a->lease, a->error, store_num(retry, a->retry_ms),
-                          a->dead ? "1" : "0"};
-    return store_send(sq, SCRIPT_FAIL, 5, argv, NULL, fail_decode, STORE_CB(cb), priv, 0);
 }
 
 /* extend answers the new deadline. */

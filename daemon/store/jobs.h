@@ -1,5 +1,5 @@
 /* jobs: the typed calls that produce and consume work (lua/enqueue.lua,
- * claim.lua, claim_flat.lua, complete.lua, fail.lua, release.lua,
+ * claim.lua, claim_flat.lua, complete.lua (completions and fails), release.lua,
  * extend.lua) and the upkeep (reap.lua, promote.lua). See store.h for
  * what every call and callback promises. */
 #ifndef EMQ_STORE_JOBS_H
@@ -104,14 +104,34 @@ int store_claim(struct store_queue *sq, bool flat, size_t n, uint64_t lease_ms, 
  * core/queue.c). */
 #define STORE_PAIRS_PER_CALL 128
 
-/* One outcome per pair, in order (n of them). */
+/* One outcome per pair (or item), in order (n of them). */
 typedef void store_outcomes_cb(void *priv, const struct store_status *st, size_t n,
                                const enum store_outcome *each);
 
-/* Complete n leased jobs in one call (STORE_COMPLETED, _ELEASE or
- * _ENOJOB each); their rows are kept retention_ms. */
-int store_complete(struct store_queue *sq, uint64_t retention_ms, size_t n,
-                   const struct store_pair *pairs, store_outcomes_cb *cb, void *priv);
+/* How a leased job failed. */
+struct store_fail_args {
+    const char *error;  /* recorded on the row; "" for none */
+    long long retry_ms; /* -1: the default backoff; 0: back to its lane now */
+    bool dead;          /* dead-letter it now */
+};
+
+/* One settlement: a completion, or with fail a failed attempt. */
+struct store_settlement {
+    const char *job, *lease;
+    const struct store_fail_args *fail; /* NULL: completed */
+};
+
+/* A fail costs Redis about four completions (the lease check reads more,
+ * and the job moves to a lane, the delayed or the dead set): it counts
+ * that much against STORE_PAIRS_PER_CALL. */
+#define STORE_FAIL_WEIGHT 4
+
+/* Settle n leased jobs in one call, in order (lua/complete.lua): a
+ * completion's outcome is STORE_COMPLETED, a fail's its job's new state
+ * (STORE_PENDING, _DELAYED or _DEAD), either's STORE_ELEASE or
+ * STORE_ENOJOB. Completed rows are kept retention_ms. */
+int store_settle(struct store_queue *sq, uint64_t retention_ms, size_t n,
+                 const struct store_settlement *items, store_outcomes_cb *cb, void *priv);
 
 /* What a release does with the attempt (lua/release.lua's modes). */
 enum store_release_mode {
@@ -130,20 +150,6 @@ enum store_release_mode {
  * each), recording reason as mode says. */
 int store_release(struct store_queue *sq, const char *reason, enum store_release_mode mode,
                   size_t n, const struct store_pair *pairs, store_outcomes_cb *cb, void *priv);
-
-/* A failed attempt: outcome STORE_DELAYED, _PENDING or _DEAD, or st->code
- * WIRE_ELEASE / WIRE_ENOJOB. */
-typedef void store_fail_cb(void *priv, const struct store_status *st, enum store_outcome outcome);
-
-struct store_fail_args {
-    const char *job, *lease;
-    const char *error;  /* recorded on the row; "" for none */
-    long long retry_ms; /* -1: the default backoff; 0: back to its lane now */
-    bool dead;          /* dead-letter it now */
-};
-
-int store_fail(struct store_queue *sq, const struct store_fail_args *a, store_fail_cb *cb,
-               void *priv);
 
 /* The lease now runs until lease_until (ms on the Redis clock). */
 typedef void store_extend_cb(void *priv, const struct store_status *st, long long lease_until);

@@ -55,6 +55,19 @@ static void r_claim_flat(void)
     cf_complete(&l[1]);
 }
 
+/* Fail l (a 'fail' item of complete.lua, alone in its call) with error
+ * why; its status must be state. */
+static void expect_fail(const struct leased *l, const char *why, const char *retry,
+                        const char *dead, const char *state)
+{
+    redisReply *r =
+        cf_array(1, SCRIPT_COMPLETE, "86400000", "fail", l->job, l->lease, why, retry, dead, NULL);
+    cf_expect_str_at(r, 0, state);
+    freeReplyObject(r);
+}
+
+static void r_fail(void);
+
 static void r_complete(void)
 {
     cr_assert_eq(fx_enqueue("JOBco1", "TENco", "{}"), 1);
@@ -72,16 +85,15 @@ static void r_complete(void)
     cf_expect_str_at(r, 0, "completed");
     freeReplyObject(r);
     cr_assert(!cf_row_exists("JOBco2"), "retention 0 deletes the row");
+    r_fail();
 }
 
 static void r_dead(void)
 {
     cr_assert_eq(fx_enqueue_delayed("JOBdd1", "TENdd", 0, 1), 1);
     struct leased l = cf_claim_one(false, 60000);
-    redisReply *r = cf_call(SCRIPT_FAIL, l.job, l.lease, "boom", "0", "0", NULL);
-    cr_assert_str_eq(r->str, "dead", "one attempt allowed");
-    freeReplyObject(r);
-    r = cf_array(5, SCRIPT_DEAD, "list", "", "10", NULL);
+    expect_fail(&l, "boom", "0", "0", "dead"); /* one attempt allowed */
+    redisReply *r = cf_array(5, SCRIPT_DEAD, "list", "", "10", NULL);
     cf_expect_str_at(r, 0, "JOBdd1");
     cf_expect_str_at(r, 1, "TENdd");
     cr_assert_eq(cf_int_at(r, 2), 1);
@@ -91,9 +103,7 @@ static void r_dead(void)
     cr_assert_eq(fx_int(SCRIPT_DEAD, "retry", "JOBdd1", "10", NULL), 1);
     cf_expect_row("JOBdd1", "state", "pending");
     l = cf_claim_one(false, 60000);
-    r = cf_call(SCRIPT_FAIL, l.job, l.lease, "again", "0", "1", NULL);
-    cr_assert_str_eq(r->str, "dead");
-    freeReplyObject(r);
+    expect_fail(&l, "again", "0", "1", "dead");
     cr_assert_eq(fx_int(SCRIPT_DEAD, "purge", "", "10", NULL), 1);
     cr_assert(!cf_row_exists("JOBdd1"), "purge deletes the row");
 }
@@ -184,23 +194,17 @@ static void r_extend(void)
     cf_complete(&l[0]);
 }
 
-static void expect_fail(const struct leased *l, const char *retry, const char *dead,
-                        const char *state)
-{
-    redisReply *r = cf_call(SCRIPT_FAIL, l->job, l->lease, "boom", retry, dead, NULL);
-    cr_assert_str_eq(r->str, state, "fail with retry %s: %s, want %s", retry, r->str, state);
-    freeReplyObject(r);
-}
-
+/* complete.lua's fail items (section 5 of ARCHITECTURE: fails settle in
+ * the completions' call). */
 static void r_fail(void)
 {
     cr_assert_eq(fx_enqueue("JOBfa1", "TENfa", "{}"), 1);
     struct leased l = cf_claim_one(false, 60000);
-    expect_fail(&l, "0", "0", "pending");
+    expect_fail(&l, "boom", "0", "0", "pending");
     cf_expect_row("JOBfa1", "error", "boom");
     l = cf_claim_one(false, 60000);
     cr_assert_eq(l.attempt, 2);
-    expect_fail(&l, "1", "0", "delayed");
+    expect_fail(&l, "boom", "1", "0", "delayed");
     redisReply *r = redisCommand(fx_conn, "ZSCORE %s JOBfa1", fx_q.names[KEY_DELAYED]);
     cr_assert(r != NULL && r->type == REDIS_REPLY_STRING);
     fx_await_past(atoll(r->str));
@@ -209,7 +213,7 @@ static void r_fail(void)
     cr_assert_eq(cf_int_at(r, 0), 1);
     freeReplyObject(r);
     l = cf_claim_one(false, 60000);
-    expect_fail(&l, "0", "1", "dead");
+    expect_fail(&l, "boom", "0", "1", "dead");
     cr_assert_eq(fx_int(SCRIPT_DEAD, "purge", "JOBfa1", "1", NULL), 1);
 }
 
@@ -621,7 +625,6 @@ cluster_recipe *const cluster_recipes[SCRIPT__COUNT] = {
     [SCRIPT_ENQUEUE] = r_enqueue,
     [SCRIPT_ENQUEUE_MANY] = r_enqueue_many,
     [SCRIPT_EXTEND] = r_extend,
-    [SCRIPT_FAIL] = r_fail,
     [SCRIPT_FORGET] = r_forget,
     [SCRIPT_FORMAT] = r_format,
     [SCRIPT_GROUPS] = r_groups,

@@ -307,8 +307,9 @@ Test(cluster, no_script_runs_on_either_side_while_its_slot_is_migrated)
     struct leased l;
     cr_assert_eq(fx_enqueue_delayed("JOBmg1", "TENmgd", 0, 1), 1);
     l = cf_claim_one(false, 600000);
-    redisReply *r = cf_call(SCRIPT_FAIL, l.job, l.lease, "x", "0", "1", NULL);
-    cr_assert_str_eq(r->str, "dead");
+    redisReply *r =
+        cf_array(1, SCRIPT_COMPLETE, "86400000", "fail", l.job, l.lease, "x", "0", "1", NULL);
+    cf_expect_str_at(r, 0, "dead");
     freeReplyObject(r);
     cr_assert_eq(fx_enqueue("JOBmg2", "TENmga", "{}"), 1);
     l = cf_claim_one(false, 600000);                       /* active, seq */

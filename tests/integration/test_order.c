@@ -635,6 +635,75 @@ Test(order, coalesced_completions_run_before_a_later_claim)
     tc_close(b);
 }
 
+/* Fails join the completions' batch: pipelined on one connection,
+ * completions and fails take effect in the order sent, whichever kind
+ * comes first (a fail after its job's completion, or a completion after
+ * its job's fail, finds no lease), a depth and a claim sent behind them
+ * see all of them, and the twelve settle in fewer script calls than one
+ * each (a fail used to be a call of its own, which also sent the
+ * completions gathered before it). */
+Test(order, completions_and_fails_pipelined_take_effect_in_order)
+{
+    struct tc_conn *c = fx_conn();
+    static char lines[16384];
+    for (int round = 0; round < 20; round++) {
+        for (int k = 0; k < 10; k++)
+            json_decref(CALL_OK(
+                c, "{\"op\":\"enqueue\",\"queue\":\"ocf\",\"group\":\"TENcf\",\"payload\":%d}", k));
+        json_t *held = CALL_OK(c, "{\"op\":\"claim\",\"queue\":\"ocf\",\"count\":10}");
+        json_t *jobs = claim_jobs(held);
+        cr_assert_eq(json_array_size(jobs), 10, "round %d: setup", round);
+        size_t o = 0;
+        /* Even jobs completed, odd ones failed back to their lane; then the
+         * first job failed and the second completed, both too late. */
+        for (size_t k = 0; k < 12; k++) {
+            json_t *j = json_array_get(jobs, k < 10 ? k : k - 10);
+            bool fail = (k < 10 && k % 2 == 1) || k == 10;
+            if (fail)
+                o += (size_t)snprintf(lines + o, sizeof(lines) - o,
+                                      "{\"op\":\"fail\",\"queue\":\"ocf\",\"job\":\"%s\","
+                                      "\"lease\":\"%s\",\"error\":\"e%zu\",\"retry_ms\":0}\n",
+                                      jstr(j, "job"), jstr(j, "lease"), k);
+            else
+                o += (size_t)snprintf(lines + o, sizeof(lines) - o,
+                                      "{\"op\":\"complete\",\"queue\":\"ocf\",\"job\":\"%s\","
+                                      "\"lease\":\"%s\"}\n",
+                                      jstr(j, "job"), jstr(j, "lease"));
+        }
+        snprintf(lines + o, sizeof(lines) - o,
+                 "{\"op\":\"depth\",\"queue\":\"ocf\",\"group\":\"TENcf\"}\n"
+                 "{\"op\":\"claim\",\"queue\":\"ocf\",\"count\":10}\n");
+        long long calls0 = fx_redis_calls("evalsha");
+        json_t *r[14];
+        pipeline(c, lines, r, 14);
+        /* The twelve settlements, the depth and the claim. */
+        long long calls = fx_redis_calls("evalsha") - calls0;
+        for (int k = 0; k < 10; k++) {
+            assert_ok(r[k]);
+            cr_assert_str_eq(jstr(r[k], "state"), k % 2 ? "pending" : "completed", "round %d: %d",
+                             round, k);
+        }
+        cr_assert_str_eq(jstr(r[10], "error"), "ELEASE", "round %d: a completed job failed", round);
+        cr_assert_str_eq(jstr(r[11], "error"), "ELEASE", "round %d: a failed job completed", round);
+        assert_ok(r[12]);
+        cr_assert_eq(jint(r[12], "depth"), 5, "round %d: the depth ran before the fails", round);
+        assert_ok(r[13]);
+        json_t *again = claim_jobs(r[13]);
+        cr_assert_eq(json_array_size(again), 5, "round %d", round);
+        for (size_t k = 0; k < 5; k++) {
+            json_t *j = json_array_get(again, k);
+            cr_assert_eq(jint(j, "attempt"), 2);
+            json_decref(CALL_OK(
+                c, "{\"op\":\"complete\",\"queue\":\"ocf\",\"job\":\"%s\",\"lease\":\"%s\"}",
+                jstr(j, "job"), jstr(j, "lease")));
+        }
+        cr_assert_lt(calls, 12, "round %d: %lld script calls for 14 requests", round, calls);
+        free_all(r, 14);
+        json_decref(held);
+    }
+    tc_close(c);
+}
+
 /* With a stream parked on the queue, an enqueue may hand its job straight
  * to the stream (PROTOCOL.md 6.7). A job read and a claim pipelined after
  * the enqueue still see it: the row exists, and the job went to exactly

@@ -49,8 +49,8 @@ LANE_TEST(lease, a_reaped_jobs_old_lease_token_is_refused)
     char st[32], code[32];
     fx_complete("JOB1", first.lease, st, sizeof(st));
     cr_assert_str_eq(st, "ELEASE");
-    fx_error(code, sizeof(code), SCRIPT_FAIL, "JOB1", first.lease, "boom", "0", "0", NULL);
-    cr_assert_str_eq(code, "ELEASE");
+    fx_fail("JOB1", first.lease, "boom", "0", "0", st, sizeof(st));
+    cr_assert_str_eq(st, "ELEASE");
     fx_error(code, sizeof(code), SCRIPT_EXTEND, "JOB1", first.lease, "1000", NULL);
     cr_assert_str_eq(code, "ELEASE");
     r = lanes_call(fx_conn, &fx_q, SCRIPT_RELEASE, "bye", "delivered", "JOB1", first.lease, NULL);
@@ -83,20 +83,25 @@ LANE_TEST(lease, complete_is_refused_for_unknown_jobs_and_idempotent_when_resent
     cr_assert_str_eq(st, "completed", "a re-sent completion is answered the same");
     fx_complete("JOB1", "999", st, sizeof(st));
     cr_assert_str_eq(st, "ELEASE", "another token is still refused");
-    char code[32];
-    fx_error(code, sizeof(code), SCRIPT_FAIL, "JOB1", j.lease, "late", "0", "0", NULL);
-    cr_assert_str_eq(code, "ELEASE", "a completed job cannot be failed");
+    fx_fail("JOB1", j.lease, "late", "0", "0", st, sizeof(st));
+    cr_assert_str_eq(st, "ELEASE", "a completed job cannot be failed");
 }
 
-LANE_TEST(lease, complete_coalesces_many_pairs_in_one_call)
+/* Enqueue JOB0..JOB3 in lane TENa and lease them into j. */
+static void lease_four(struct leased j[4])
 {
     char job[16];
     for (int i = 0; i < 4; i++) {
         snprintf(job, sizeof(job), "JOB%d", i);
         cr_assert_eq(fx_enqueue(job, "TENa", "{}"), 1);
     }
-    struct leased j[4];
     cr_assert_eq(fx_claim(4, 30000, j, NULL), 4);
+}
+
+LANE_TEST(lease, complete_coalesces_many_pairs_in_one_call)
+{
+    struct leased j[4];
+    lease_four(j);
     redisReply *r =
         lanes_call(fx_conn, &fx_q, SCRIPT_COMPLETE, "60000", j[0].job, j[0].lease, j[1].job,
                    "999999", j[2].job, j[2].lease, j[3].job, j[3].lease, NULL);
@@ -110,6 +115,99 @@ LANE_TEST(lease, complete_coalesces_many_pairs_in_one_call)
     redisReply *act = redisCommand(fx_conn, "ZCARD %sg:TENa:active", fx_q.prefix);
     cr_assert_eq(act->integer, 1, "gactive[TENa] is the one lease left");
     freeReplyObject(act);
+}
+
+/* Completions and fails coalesced into one call take effect one after
+ * another in the order given, each answered as it would be alone: a fail
+ * after its job's completion, or a completion after its job's fail, finds
+ * no lease. */
+LANE_TEST(lease, completions_and_fails_settle_in_one_call_in_the_order_given)
+{
+    struct leased j[4];
+    lease_four(j);
+    const char *args[] = {
+        "60000",    j[0].job, j[0].lease, "fail",     j[1].job, j[1].lease, "boom", "0",
+        "0",        "fail",   j[0].job,   j[0].lease, "late",   "0",        "0",    j[1].job,
+        j[1].lease, "fail",   j[2].job,   j[2].lease, "poison", "0",        "1",    j[3].job,
+        j[3].lease, "fail",   "JOBnone",  "1-1",      "x",      "-1",       "0",
+    };
+    static const char *const want[] = {"completed", "pending",   "ELEASE", "ELEASE",
+                                       "dead",      "completed", "ENOJOB"};
+    freeReplyObject(redisCommand(fx_conn, "CONFIG RESETSTAT"));
+    redisReply *r =
+        lanes_callv(fx_conn, &fx_q, SCRIPT_COMPLETE, (int)(sizeof(args) / sizeof(*args)), args);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->type == REDIS_REPLY_ERROR ? r->str : "");
+    cr_assert_eq(r->elements, sizeof(want) / sizeof(*want));
+    for (size_t i = 0; i < r->elements; i++)
+        cr_assert_str_eq(r->element[i]->str, want[i], "item %zu", i);
+    freeReplyObject(r);
+    cr_assert_eq(fx_calls_of("evalsha"), 1, "one call settled them all");
+    /* With no lane setting, the settled jobs, completed or failed, leave
+     * each lease index with one ZREM for the call. */
+    cr_assert_eq(fx_calls_of("zrem"), 2, "one ZREM for active, one for the lane's");
+    char v[64];
+    static const char *const state[] = {"completed", "pending", "dead", "completed"};
+    for (int i = 0; i < 4; i++) {
+        fx_row(j[i].job, "state", v, sizeof(v));
+        cr_assert_str_eq(v, state[i], "%s", j[i].job);
+    }
+    fx_row(j[1].job, "error", v, sizeof(v));
+    cr_assert_str_eq(v, "boom");
+    zcard(KEY_ACTIVE, 0, "active");
+    cr_assert_eq(fx_int(SCRIPT_DEPTH, "TENa", NULL), 1, "JOB1 is back in its lane");
+    struct leased again;
+    cr_assert_eq(fx_claim(1, 30000, &again, NULL), 1);
+    cr_assert_str_eq(again.job, j[1].job);
+    cr_assert_eq(again.attempt, 2);
+}
+
+/* With a ceiling, each settlement gives its permit back as it runs: a
+ * lane held off the ring at its ceiling returns once, and its failed job
+ * with it. (The fixture checks the ring rule after the test.) */
+LANE_TEST(lease, a_fail_among_completions_gives_its_permit_back)
+{
+    cr_assert_eq(fx_int(SCRIPT_LIMIT, "TENa", "2", NULL), 1);
+    char job[16];
+    for (int i = 0; i < 3; i++) {
+        snprintf(job, sizeof(job), "JOB%d", i);
+        cr_assert_eq(fx_enqueue(job, "TENa", "{}"), 1);
+    }
+    struct leased j[2];
+    cr_assert_eq(fx_claim(2, 30000, j, NULL), 2);
+    char ring[64];
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "", "TENa is at its ceiling");
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_COMPLETE, "60000", "fail", j[0].job,
+                               j[0].lease, "boom", "0", "0", j[1].job, j[1].lease, NULL);
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s", r->type == REDIS_REPLY_ERROR ? r->str : "");
+    cr_assert_str_eq(r->element[0]->str, "pending");
+    cr_assert_str_eq(r->element[1]->str, "completed");
+    freeReplyObject(r);
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "TENa");
+    cr_assert_eq(fx_int(SCRIPT_DEPTH, "TENa", NULL), 2);
+}
+
+/* A call with one malformed item is refused whole: the items before it do
+ * not take effect either. */
+LANE_TEST(lease, a_malformed_settlement_call_changes_nothing)
+{
+    cr_assert_eq(fx_enqueue("JOB1", "TENa", "{}"), 1);
+    struct leased j;
+    cr_assert_eq(fx_claim(1, 30000, &j, NULL), 1);
+    char code[32], v[32];
+    fx_error(code, sizeof(code), SCRIPT_COMPLETE, "60000", j.job, j.lease, "fail", j.job, j.lease,
+             "x", "soon", "0", NULL);
+    cr_assert_str_eq(code, "EARG");
+    fx_error(code, sizeof(code), SCRIPT_COMPLETE, "60000", j.job, j.lease, "fail", j.job, j.lease,
+             "x", "0", NULL);
+    cr_assert_str_eq(code, "EARG", "a fail item of five");
+    fx_error(code, sizeof(code), SCRIPT_COMPLETE, "60000", j.job, j.lease, "fail", j.job, j.lease,
+             "x", "1.5", "0", NULL);
+    cr_assert_str_eq(code, "EARG", "retry_ms is whole");
+    fx_row("JOB1", "state", v, sizeof(v));
+    cr_assert_str_eq(v, "active", "the completion before it did not run");
+    zcard(KEY_ACTIVE, 1, "active");
 }
 
 /* With no lane setting, a claim writes its leases into the lease indexes
@@ -338,10 +436,9 @@ LANE_TEST(lease, fail_retries_through_delayed_then_dead_letters)
     struct leased j;
     cr_assert_eq(fx_claim(1, 30000, &j, NULL), 1);
     freeReplyObject(redisCommand(fx_conn, "CONFIG RESETSTAT"));
-    redisReply *r =
-        lanes_call(fx_conn, &fx_q, SCRIPT_FAIL, "JOB1", j.lease, "boom", "300", "0", NULL);
-    cr_assert_str_eq(r->str, "delayed");
-    freeReplyObject(r);
+    char st[16];
+    fx_fail("JOB1", j.lease, "boom", "300", "0", st, sizeof(st));
+    cr_assert_str_eq(st, "delayed");
     cr_assert_eq(fx_calls_of("hmget"), 1, "the attempts read with the lease check");
     char v[64];
     fx_row("JOB1", "error", v, sizeof(v));
@@ -358,7 +455,7 @@ LANE_TEST(lease, fail_retries_through_delayed_then_dead_letters)
     redisReply *due = redisCommand(fx_conn, "ZSCORE %s JOB1", fx_q.names[KEY_DELAYED]);
     long long at = atoll(due->str);
     freeReplyObject(due);
-    r = lanes_call(fx_conn, &fx_q, SCRIPT_PROMOTE, "100", NULL);
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_PROMOTE, "100", NULL);
     long long after = fx_now_ms();
     if (r->element[0]->integer == 0) {
         cr_assert_geq(r->element[1]->integer, 0);
@@ -375,9 +472,8 @@ LANE_TEST(lease, fail_retries_through_delayed_then_dead_letters)
 
     cr_assert_eq(fx_claim(1, 30000, &j, NULL), 1);
     cr_assert_eq(j.attempt, 2);
-    r = lanes_call(fx_conn, &fx_q, SCRIPT_FAIL, "JOB1", j.lease, "again", "40", "0", NULL);
-    cr_assert_str_eq(r->str, "dead", "max_attempts 2 is spent");
-    freeReplyObject(r);
+    fx_fail("JOB1", j.lease, "again", "40", "0", st, sizeof(st));
+    cr_assert_str_eq(st, "dead", "max_attempts 2 is spent");
     zcard(KEY_DEAD, 1, "dead");
     fx_row("JOB1", "state", v, sizeof(v));
     cr_assert_str_eq(v, "dead");
@@ -389,13 +485,11 @@ LANE_TEST(lease, fail_with_dead_flag_or_zero_retry)
     cr_assert_eq(fx_enqueue("JOB2", "TENa", "{}"), 1);
     struct leased j[2];
     cr_assert_eq(fx_claim(2, 30000, j, NULL), 2);
-    redisReply *r =
-        lanes_call(fx_conn, &fx_q, SCRIPT_FAIL, "JOB1", j[0].lease, "poison", "0", "1", NULL);
-    cr_assert_str_eq(r->str, "dead");
-    freeReplyObject(r);
-    r = lanes_call(fx_conn, &fx_q, SCRIPT_FAIL, "JOB2", j[1].lease, "flaky", "0", "0", NULL);
-    cr_assert_str_eq(r->str, "pending", "retry_ms 0 goes straight back to the lane");
-    freeReplyObject(r);
+    char st[16];
+    fx_fail("JOB1", j[0].lease, "poison", "0", "1", st, sizeof(st));
+    cr_assert_str_eq(st, "dead");
+    fx_fail("JOB2", j[1].lease, "flaky", "0", "0", st, sizeof(st));
+    cr_assert_str_eq(st, "pending", "retry_ms 0 goes straight back to the lane");
     cr_assert_eq(fx_int(SCRIPT_DEPTH, "TENa", NULL), 1);
     char ring[64];
     fx_ring(ring, sizeof(ring));
@@ -409,11 +503,11 @@ LANE_TEST(lease, default_backoff_doubles_per_attempt)
     cr_assert_eq(fx_claim_flat(1, 30000, &j), 1);
     /* The fail runs between these two readings of Redis's clock. */
     long long before = fx_now_ms();
-    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_FAIL, "JOB1", j.lease, "x", "-1", "0", NULL);
+    char st[16];
+    fx_fail("JOB1", j.lease, "x", "-1", "0", st, sizeof(st));
     long long after = fx_now_ms();
-    cr_assert_str_eq(r->str, "delayed");
-    freeReplyObject(r);
-    r = redisCommand(fx_conn, "ZSCORE %s JOB1", fx_q.names[KEY_DELAYED]);
+    cr_assert_str_eq(st, "delayed");
+    redisReply *r = redisCommand(fx_conn, "ZSCORE %s JOB1", fx_q.names[KEY_DELAYED]);
     long long due = atoll(r->str);
     freeReplyObject(r);
     cr_assert(due >= before + 1000 && due <= after + 1000,
@@ -565,7 +659,8 @@ LANE_TEST(lease, bad_arguments_are_refused)
     cr_assert_str_eq(code, "EARG");
     fx_error(code, sizeof(code), SCRIPT_EXTEND, "JOB1", "1", "0", NULL);
     cr_assert_str_eq(code, "EARG");
-    fx_error(code, sizeof(code), SCRIPT_FAIL, "JOB1", "1", "e", "-5", "0", NULL);
+    fx_error(code, sizeof(code), SCRIPT_COMPLETE, "1000", "fail", "JOB1", "1", "e", "-5", "0",
+             NULL);
     cr_assert_str_eq(code, "EARG");
     fx_error(code, sizeof(code), SCRIPT_EXTEND, "JOBnone", "1", "10", NULL);
     cr_assert_str_eq(code, "ENOJOB");

@@ -144,15 +144,30 @@ size_t fx_claim_flat(size_t n, long long lease_ms, struct leased *out)
     return parse_claim(lanes_call(fx_conn, &fx_q, SCRIPT_CLAIM_FLAT, ns, ls, NULL), n, out, NULL);
 }
 
-void fx_complete(const char *job, const char *lease, char *status, size_t cap)
+/* The one status of a one-item complete.lua reply r (freed) into
+ * status[cap]. */
+static void one_status(redisReply *r, const char *what, char *status, size_t cap)
 {
-    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_COMPLETE, "86400000", job, lease, NULL);
     cr_assert_not_null(r);
-    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "complete: %s",
+    cr_assert_eq(r->type, REDIS_REPLY_ARRAY, "%s: %s", what,
                  r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
     cr_assert_eq(r->elements, 1);
     snprintf(status, cap, "%s", r->element[0]->str);
     freeReplyObject(r);
+}
+
+void fx_complete(const char *job, const char *lease, char *status, size_t cap)
+{
+    one_status(lanes_call(fx_conn, &fx_q, SCRIPT_COMPLETE, "86400000", job, lease, NULL),
+               "complete", status, cap);
+}
+
+void fx_fail(const char *job, const char *lease, const char *error, const char *retry_ms,
+             const char *dead, char *status, size_t cap)
+{
+    one_status(lanes_call(fx_conn, &fx_q, SCRIPT_COMPLETE, "86400000", "fail", job, lease, error,
+                          retry_ms, dead, NULL),
+               "fail", status, cap);
 }
 
 void fx_ring(char *out, size_t cap)

@@ -54,6 +54,11 @@ size_t fx_claim_flat(size_t n, long long lease_ms, struct leased *out);
 
 /* One status string of complete/release for one pair ("completed", ...). */
 void fx_complete(const char *job, const char *lease, char *status, size_t cap);
+/* Fail one lease (a 'fail' item of complete.lua, alone in its call; retry_ms
+ * and dead as the script takes them): its status (the job's new state,
+ * ELEASE or ENOJOB) into status[cap]. */
+void fx_fail(const char *job, const char *lease, const char *error, const char *retry_ms,
+             const char *dead, char *status, size_t cap);
 
 /* A script that returns an integer; asserts the reply is one. */
 long long fx_int(enum script_id id, ...);
