@@ -701,19 +701,28 @@ end
 
 -- Send a job whose lease ended without success back to its backlog, or to
 -- the dead set when its attempts are spent (max_attempts 0 = unlimited).
--- Back in its backlog, it is claimable again from now (ready_ms).
-local function requeue(id, g, reason, now)
+-- Back in its backlog, it is claimable again from now (ready_ms). att and
+-- max: the row's attempts and max_attempts when the caller has read them
+-- (else one HMGET here). The row is written with one HSET.
+local function requeue(id, g, reason, now, att, max)
   local row = row_key(id)
-  local f = call('HMGET', row, 'attempts', 'max_attempts')
-  local att, max = tonumber(f[1] or '0'), tonumber(f[2] or '0')
+  if not att then
+    local f = call('HMGET', row, 'attempts', 'max_attempts')
+    att, max = tonumber(f[1] or '0'), tonumber(f[2] or '0')
+  end
   call('HDEL', row, 'lease', 'lease_until')
-  if reason then call('HSET', row, 'error', reason) end
-  if max > 0 and att >= max then
-    call('HSET', row, 'state', 'dead', 'finished_ms', int(now))
+  local dead = max > 0 and att >= max
+  local state, at = 'pending', 'ready_ms'
+  if dead then state, at = 'dead', 'finished_ms' end
+  if reason then
+    call('HSET', row, 'state', state, at, int(now), 'error', reason)
+  else
+    call('HSET', row, 'state', state, at, int(now))
+  end
+  if dead then
     call('ZADD', K_DEAD, int(now), id)
     return 'dead'
   end
-  call('HSET', row, 'state', 'pending', 'ready_ms', int(now))
   to_backlog(id, g)
   return 'pending'
 end

@@ -488,8 +488,18 @@ LANE_TEST(lease, fail_with_dead_flag_or_zero_retry)
     char st[16];
     fx_fail("JOB1", j[0].lease, "poison", "0", "1", st, sizeof(st));
     cr_assert_str_eq(st, "dead");
+    freeReplyObject(redisCommand(fx_conn, "CONFIG RESETSTAT"));
     fx_fail("JOB2", j[1].lease, "flaky", "0", "0", st, sizeof(st));
     cr_assert_str_eq(st, "pending", "retry_ms 0 goes straight back to the lane");
+    /* The lease check reads the attempts too, and the row is written once
+     * (state, ready_ms and error together). */
+    cr_assert_eq(fx_calls_of("hmget"), 1);
+    cr_assert_eq(fx_calls_of("hset"), 1);
+    char v[32];
+    fx_row("JOB2", "error", v, sizeof(v));
+    cr_assert_str_eq(v, "flaky");
+    fx_row("JOB2", "state", v, sizeof(v));
+    cr_assert_str_eq(v, "pending");
     cr_assert_eq(fx_int(SCRIPT_DEPTH, "TENa", NULL), 1);
     char ring[64];
     fx_ring(ring, sizeof(ring));
