@@ -7,7 +7,7 @@
 -- until the lane is under it again), and retries, promotions, releases and
 -- reassigns are never refused. No lane's place on the ring depends on the
 -- cap, so nothing moves and a default needs no pass over the groups (O(1)).
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 group ('' = the queue default), 3 max_pending (0 =
 --        remove the cap; else 1..1000000000)
 -- Returns 1. Errors: EBRAND, EARG.

@@ -9,7 +9,7 @@
 -- groups or lanes) and changes nothing, so Redis never runs one for long
 -- and every violation it reports held when it ran.
 -- flags: no-writes (it only reads; Redis refuses a write; scripts/embed_lua.py)
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 step, 3 cursor ('' to start), 4 budget (items, >= 1),
 --        5... the step's list:
 --   rows    SCAN of the queue's keys (about budget / 2 of them, in up to

@@ -1,6 +1,6 @@
 -- claim: lease up to n jobs from the ring, one lane head per turn.
 -- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 n (>= 1), 3 lease_ms (>= 1), 4 waits (optional: '1'
 --        adds each job's wait as a sixth field), 5 max_bytes (optional,
 --        0 = none: stop once the payloads served add up to this many

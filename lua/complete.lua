@@ -2,7 +2,7 @@
 -- given (the completions and fails that arrive together are coalesced into
 -- one call).
 -- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 retention_ms (how long a completed row is kept so a
 --        re-sent id is still a duplicate; 0 deletes it at once), then items:
 --        a completion is a pair (job id, lease token); a fail is six

@@ -1,6 +1,6 @@
 -- dead: the dead-letter set of a queue.
 -- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 action ('list' | 'retry' | 'purge'), 3 job id ('' =
 --        the oldest, up to the limit), 4 limit (>= 1)
 -- Returns, for 'list': {id, group, attempts, error, died_ms, ...} (oldest

@@ -1,6 +1,6 @@
 -- depth: the pending count of one group's lane, or of the flat set.
 -- flags: no-writes (it only reads; Redis refuses a write; scripts/embed_lua.py)
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 group ('' = the flat set)
 -- Returns the count.
 local g = ARGV[2]

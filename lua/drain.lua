@@ -3,7 +3,7 @@
 -- (bounded per call), and take a drained lane off the ring. Sibling lanes,
 -- the ceiling, the pause flag, delayed jobs and jobs in flight are left
 -- alone. Drained rows are deleted.
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 group ('' = the flat backlog), 3 at most this many
 --        jobs this call (>= 1)
 -- Returns {drained, remaining}: call again while remaining > 0.

@@ -1,5 +1,5 @@
 -- enqueue: admit one job, idempotently.
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 job id, 3 group ('' = flat), 4 payload (JSON text),
 --        5 delay_ms (0 = now), 6 max_attempts (0 = unlimited),
 --        7 handoff lease_ms (optional; > 0: the caller has a consumer

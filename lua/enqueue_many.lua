@@ -1,5 +1,5 @@
 -- enqueue_many: admit several jobs in one call, each on its own, in order.
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, then five per item: job id, group ('' = flat), payload
 --        (JSON text), delay_ms (0 = now), max_attempts (0 = unlimited).
 -- Returns one verdict per item, in input order: 1 (enqueued), 0

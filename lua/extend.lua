@@ -1,6 +1,6 @@
 -- extend: heartbeat a lease so a long job is not reaped.
 -- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 job id, 3 lease token, 4 lease_ms (from now, >= 1)
 -- Returns the new deadline (server ms).
 -- Errors: ENOJOB, ELEASE (stale or not active: nothing changed), EARG.

@@ -8,7 +8,7 @@
 -- flags: allow-oom (it only deletes; scripts/embed_lua.py)
 -- Admin use: O(groups) (it looks at the lane of every registered group,
 -- as stats does).
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 most retained rows deleted per call (optional, default
 --        10000; tests use a small one)
 -- Returns 1 once the queue's keys are gone, 0 when it deleted its most of
@@ -33,7 +33,7 @@ if retire(0, most, true) >= most then return 0 end
 -- that emptied stays in it until due) and the format marker (format.lua:
 -- a queue made anew under the name is marked again by the first daemon
 -- to use it, in one step, having no delayed job): the rest are the
--- standard ten.
+-- ten fixed keys.
 for _, g in ipairs(call('SMEMBERS', K_GROUPS)) do call('DEL', lane_window_key(g)) end
 call('UNLINK', K_THROTTLED, K_ON)
 -- A re-place walk's old rings (lanes that emptied before it reached them).

@@ -25,7 +25,7 @@
 -- row's own due time, so a member met twice costs nothing.
 -- No allow-oom flag: the step adds an index entry per job, so under
 -- maxmemory Redis refuses it, and the next upkeep pass tries again.
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 max members walked this call (>= 1)
 -- Returns {done (1: the format is current, nothing to do; 0: call again),
 -- rows indexed this call}.

@@ -5,7 +5,7 @@
 -- lease of the last P ms in the window of a default rate that applies to
 -- it) is dropped from the registry as the page passes it (and its spent
 -- t:G with it), so the registry does not grow with tenants long gone.
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 cursor ('0' to start), 3 page size hint (>= 1)
 -- Returns {next cursor ('0' = done), g, depth, active, limit (-1 = none),
 -- paused (0/1), weight (-1 = none set: 1), rate max (-1 = no rate), rate

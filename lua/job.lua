@@ -1,6 +1,6 @@
 -- job: read one job's row.
 -- flags: no-writes (it only reads; Redis refuses a write; scripts/embed_lua.py)
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 job id (checked by the daemon: a JOB id)
 -- Returns the row as HGETALL does (field, value, ...); empty if none.
 --

@@ -1,7 +1,10 @@
 -- lib.lua: the prelude every lane script is built with (scripts/embed_lua.py
 -- prepends it), so the lane rules live in one place.
 --
--- KEYS, the same ten for every script (daemon/store/keys.c builds them):
+-- The queue's ten fixed keys, in the order of daemon/store/keys.h's enum
+-- key_id (a unit test keeps the two in step). Each is built here from the
+-- prefix ARGV[1] (K_RING = PFX .. 'ring', ...), not passed in KEYS: Redis
+-- spends about 1,300 instructions a call on each declared key.
 --   1 ring      list  the serviceable lanes, each at most once
 --   2 glimit    hash  the lane settings: G -> G's ceiling (absent = none),
 --                     w:G -> G's weight (1..1000, absent = 1), weighted ->
@@ -29,10 +32,11 @@
 --   8 wake      list  wake tokens for parked consumers; also a pub/sub channel
 --   9 seq       string  the lease-token counter
 --  10 groups    set   every group whose lane may be non-empty (a superset)
--- On a Redis Cluster emqd declares an eleventh, emq:{q}:guard, which no
--- script may touch and nothing writes: absent while the queue's slot
--- migrates, it makes Redis refuse the call before it runs (TRYAGAIN), so
--- no script meets a row or lane half moved (docs/ARCHITECTURE.md 7.3).
+-- KEYS is empty, but on a Redis Cluster: there emqd declares the ten, and
+-- an eleventh, emq:{q}:guard, which no script may touch and nothing
+-- writes: absent while the queue's slot migrates, it makes Redis refuse
+-- the call before it runs (TRYAGAIN), so no script meets a row or lane
+-- half moved (docs/ARCHITECTURE.md 7.3). No script reads KEYS.
 -- Per group G (built from the prefix): g:<G>:pending, the lane (zset, score
 -- 0, mint order), g:<G>:active, G's leases (zset, score = deadline), and
 -- g:<G>:delayed, G's delayed jobs (zset, score = due time, the same as in
@@ -43,7 +47,7 @@
 -- leases at time t (ms) and cum the running total of leases the list has
 -- counted, so that the window's count is the tail's cum minus the head's
 -- plus the head's c, from two reads (see window_lease).
--- Also built from the prefix: throttled (zset), the lanes off the ring
+-- Also built from the prefix, beyond the ten: throttled (zset), the lanes off the ring
 -- only for their rate -> when they may be leased again (the due-time
 -- index promote.lua empties, as it does delayed); done:<t> (list), the
 -- ids of the completed rows to delete at time t (ms, a whole second: the
@@ -67,9 +71,19 @@
 -- group has a weight.
 -- luacheck: push ignore 211 (some scripts use only part of the prelude)
 local PFX = ARGV[1]
-local K_RING, K_GLIMIT, K_PAUSED, K_ACTIVE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_DELAYED, K_DEAD, K_PENDING, K_WAKE = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local K_SEQ, K_GROUPS = KEYS[9], KEYS[10]
+-- One definition each, so that a script is shipped with only the names it
+-- uses (scripts/embed_lua.py): a key name built here costs Redis a few
+-- hundred instructions, one passed in KEYS about 1,300.
+local K_RING = PFX .. 'ring'
+local K_GLIMIT = PFX .. 'glimit'
+local K_PAUSED = PFX .. 'paused'
+local K_ACTIVE = PFX .. 'active'
+local K_DELAYED = PFX .. 'delayed'
+local K_DEAD = PFX .. 'dead'
+local K_PENDING = PFX .. 'pending'
+local K_WAKE = PFX .. 'wake'
+local K_SEQ = PFX .. 'seq'
+local K_GROUPS = PFX .. 'groups'
 local K_THROTTLED = PFX .. 'throttled'
 local K_DONE = PFX .. 'done'
 

@@ -7,7 +7,7 @@
 -- lane at once. A group's change is O(ring) (reconcile); a default's
 -- starts a walk that re-places every lane in bounded steps (lib.lua:
 -- replace_begin), and runs its first step; replace.lua runs the rest.
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 group ('' = the queue default), 3 max (0 = remove),
 --        4 the first step's budget (a default only; optional, 1000)
 -- Returns 1, or for a default 2 while the walk has steps left.

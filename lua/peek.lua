@@ -1,7 +1,7 @@
 -- peek: one page of a lane, the flat set, or a state's jobs, in service
 -- order, each with its row. It changes nothing.
 -- flags: no-writes (it only reads; Redis refuses a write; scripts/embed_lua.py)
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 what: 'lane' (ARGV 3 the group), 'flat', 'active'
 --        (with a group: that group's leases), 'delayed' or 'dead';
 --        3 group ('' for none), 4 cursor ('' to start: a page's last id

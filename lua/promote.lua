@@ -7,7 +7,7 @@
 -- at Redis in the worst case, a default rate over one-job lanes); and
 -- first, the retention: it deletes the completed rows of the buckets that
 -- are due (lib.lua:retire), at most max of them.
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 max (>= 1)
 -- Returns {promoted, next}: next is ms until the next delayed job,
 -- throttled lane or retention bucket is due (-1 if none), so a timer can

@@ -10,7 +10,7 @@
 -- (the default, if any, then applies afresh). Changing or removing the
 -- default re-places every lane the same way, in a walk of bounded steps
 -- (lib.lua:replace_begin); this call runs the first, replace.lua the rest.
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 group ('' = the queue default), 3 max (0 = remove
 --        the rate; else 1..1000000), 4 per_ms (1..86400000; ignored when
 --        max is 0), 5 the first step's budget (a default only; optional,

@@ -3,7 +3,7 @@
 -- Each goes back to its own lane (or the flat set) with its attempt counted,
 -- or to the dead set if its attempts are spent. Its old lease token is
 -- cleared, so a late complete/fail/extend with it is refused.
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 max (>= 1)
 -- Returns {reaped, next}: next is ms until the next lease runs out
 -- (-1 if none is held), so a timer can sleep exactly that long.

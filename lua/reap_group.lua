@@ -2,7 +2,7 @@
 -- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
 -- own lease index (g:<G>:active), so the cost is O(log n + that group's
 -- expired leases) and other groups' expired leases are left alone.
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 group, 3 max (>= 1)
 -- Returns the number reaped.
 local g, max = ARGV[2], tonumber(ARGV[3])

@@ -2,7 +2,7 @@
 -- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
 -- read from the row, so the move cannot disagree with it; the job keeps its
 -- mint-ordered place (score 0, ordered by id) in the destination lane.
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 job id, 3 destination group
 -- Returns the source group ('' when the job was ungrouped).
 -- Errors: ENOJOB, ESTATE (the job is not pending), EBRAND, EARG.

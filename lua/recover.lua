@@ -1,6 +1,6 @@
 -- recover: give back the leases of calls whose reply the daemon lost.
 -- flags: allow-oom (it moves jobs back, adding nothing; scripts/embed_lua.py)
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 cursor (ZSCAN's, '0' to start), 3 count (ZSCAN's
 --        COUNT), 4.. the tags of the lost calls (each a leasing call's
 --        ARGV tag, recorded as lease_by on the rows it leased)

@@ -10,7 +10,7 @@
 --   'undelivered'  the daemon took the lease for a consumer that was gone
 --                  before it got it: nobody saw the job, so the attempt is
 --                  returned and no error is recorded.
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 reason, 3 mode, then pairs (job id, lease token).
 -- Returns one status per pair: 'pending', 'dead', 'ENOJOB' or 'ELEASE'.
 if #ARGV < 5 or #ARGV % 2 ~= 1 then

@@ -1,7 +1,7 @@
 -- remove: delete one pending or delayed job, keeping its lane and the
 -- flags: allow-oom (it only deletes; scripts/embed_lua.py)
 -- ring consistent (a lane emptied by it leaves the ring).
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 job id
 -- Returns the state the job was in: 'pending' or 'delayed'.
 -- Errors: EKIND (not a JOB id), ENOJOB, ESTATE (active: settle or release

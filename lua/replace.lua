@@ -5,7 +5,7 @@
 -- the walk, so the calls of its session that follow see every lane placed;
 -- promote.lua runs steps too, so a walk is finished whoever began it.
 -- A step with no walk in progress is one HGET.
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 budget (lanes and groups per step, >= 1)
 -- Returns 1 when no walk is left, 0 while it has steps to go.
 local budget = tonumber(ARGV[2])

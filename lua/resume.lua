@@ -1,7 +1,7 @@
 -- resume: release a paused group; its lane returns to the ring (with a wake)
 -- flags: allow-oom (it runs while Redis is out of memory; scripts/embed_lua.py)
 -- if it is serviceable.
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 group
 -- Returns 1 if the group was paused, 0 if it was not.
 local g = ARGV[2]

@@ -1,7 +1,7 @@
 -- stats: queue-wide totals. Admin use: O(groups) (it sums the lanes of the
 -- group registry).
 -- flags: no-writes (it only reads; Redis refuses a write; scripts/embed_lua.py)
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix
 -- Returns {pending, active, delayed, dead, ring, groups, paused, flat,
 -- default limit, default weight, default rate max, default rate per_ms,

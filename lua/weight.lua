@@ -7,7 +7,7 @@
 -- groups. If the ring head is part-way through a turn it has now had its
 -- share of (used >= its new weight), the turn ends here: the head goes to
 -- the tail (LMOVE, O(1)), as the claim would have sent it.
--- KEYS:  the standard ten (lib.lua).
+-- KEYS:  none read (lib.lua builds every key from ARGV[1]).
 -- ARGV:  1 prefix, 2 group ('' = the queue default), 3 weight (1..1000;
 --        0 = remove the setting: the default, or else 1, applies)
 -- Returns 1. Errors: EBRAND, EARG.

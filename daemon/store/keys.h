@@ -1,7 +1,10 @@
-/* keys: the store layout of one queue. Every lane script takes the same
- * ten KEYS in this order (lua/lib.lua names them) and ARGV[1] = the
- * prefix "emq:{q}:" from which per-job and per-lane keys are built. On a
- * Redis Cluster each call declares an eleventh, the guard (below). */
+/* keys: the store layout of one queue: the ten fixed keys, in the order
+ * lua/lib.lua builds them from the prefix "emq:{q}:" (ARGV[1] of every
+ * lane script, which builds every key it touches from it; a unit test
+ * keeps the two in step), for the daemon's plain commands and its wake
+ * subscription. A script call declares no key, but on a Redis Cluster
+ * the ten and the guard (below), by which Redis decides whether the call
+ * may run while the queue's slot migrates (pool.c:pool_script). */
 #ifndef EMQ_KEYS_H
 #define EMQ_KEYS_H
 

@@ -467,17 +467,26 @@ int pool_script(struct pool *p, struct pool_route *rt, enum script_id id, const 
     if ((int)id < 0 || id >= SCRIPT__COUNT || k == NULL)
         return -EINVAL;
 
-    /* EVALSHA sha numkeys KEYS... prefix ARGV... as one RESP command. On a
-     * cluster the guard is declared too, so that Redis refuses the call
-     * before it runs while the queue's slot migrates (keys.h); off one it
-     * is left out, and a call costs what it always did. */
+    /* EVALSHA sha numkeys [KEYS...] prefix ARGV... as one RESP command.
+     * The scripts build every key name from the prefix (lib.lua), so off
+     * a cluster no key is declared: a key passed in KEYS costs Redis about
+     * 1,300 instructions a call, several times what building it in Lua
+     * does. On a cluster the ten fixed keys and the guard are declared,
+     * though no script reads them, because Redis decides by the declared
+     * keys whether a call may run while the queue's slot migrates: with
+     * the guard (never present) among keys of which some are still on the
+     * source, the source answers TRYAGAIN, and the importing node answers
+     * TRYAGAIN to several keys some of which are missing, until it owns
+     * the slot (keys.h; docs/ARCHITECTURE.md 7.3). The guard alone would
+     * not do: to one missing key the source answers ASK, and the
+     * importing node runs it. */
     const struct script *s = &script_table[id];
-    size_t nkeys = KEY__COUNT + (p->cluster ? 1 : 0);
+    size_t nkeys = p->cluster ? KEY__COUNT + 1 : 0;
     size_t nargs = 3 + nkeys + 1 + (size_t)argc;
     size_t len = 1 + resp_digits(nargs) + 2 + resp_arg_len(7) + resp_arg_len(40);
     size_t tail = len;
     len += resp_arg_len(resp_digits(nkeys)) + resp_arg_len(k->prefix_len);
-    for (int i = 0; i < KEY__COUNT; i++)
+    for (int i = 0; p->cluster && i < KEY__COUNT; i++)
         len += resp_arg_len(k->lens[i]);
     if (p->cluster)
         len += resp_arg_len(k->guard_len);
@@ -502,7 +511,7 @@ int pool_script(struct pool *p, struct pool_route *rt, enum script_id id, const 
     w = resp_put_arg(w, "EVALSHA", 7);
     w = resp_put_arg(w, s->sha1, 40);
     w = resp_put_arg(w, numkeys, numkeys_len);
-    for (int i = 0; i < KEY__COUNT; i++)
+    for (int i = 0; p->cluster && i < KEY__COUNT; i++)
         w = resp_put_arg(w, k->names[i], k->lens[i]);
     if (p->cluster)
         w = resp_put_arg(w, k->guard, k->guard_len);

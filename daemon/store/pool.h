@@ -135,8 +135,9 @@ struct pool_stats {
  * literal, path too long) or -ENOMEM, with nothing created. */
 int pool_new(uv_loop_t *loop, const struct pool_config *cfg, struct pool **out);
 
-/* Run script id: EVALSHA with KEYS = the KEY__COUNT names of k in order,
- * ARGV = k->prefix then the argc arguments argv/lens (copied; the caller's
+/* Run script id: EVALSHA with no KEYS (on a cluster, k's ten names and
+ * its guard), ARGV =
+ * k->prefix then the argc arguments argv/lens (copied; the caller's
  * buffers may go away on return). On NOSCRIPT the same call is resent once
  * as EVAL with the script's source, with a fresh deadline, and that reply
  * is delivered: the caller never sees NOSCRIPT. With a route rt (NULL:

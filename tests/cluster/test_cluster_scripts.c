@@ -61,9 +61,10 @@ Test(cluster, every_script_keeps_to_its_queue_slot_on_every_master)
 
 /* --- what proves the harness, and the wake ----------------------------- */
 
-/* Run script id on fx_conn with the standard ten KEYS of fx_q but ARGV[1],
- * the prefix every per-job and per-lane key is built from, of queue other:
- * a script that strays out of its slot. Asserts that it is refused. */
+/* Run script id on fx_conn declaring fx_q's keys (as emqd does on a
+ * cluster) but with ARGV[1], the prefix every key is built from, of queue
+ * other: a script that strays out of its slot. Asserts that it is
+ * refused. */
 static void expect_refused(enum script_id id, const char *other, const char *why, ...)
 {
     struct keys mixed = fx_q, o;

@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "fixture.h"
+#include "monitor.h"
 
 TestSuite(daemon, .init = fx_setup, .fini = fx_teardown, .timeout = 60);
 
@@ -479,4 +480,41 @@ Test(daemon, a_lease_made_during_an_upkeep_pass_is_reaped_at_its_deadline)
     await(fx_stat(p, "ur", "pending") == 1, "the expired lease to be reaped by its own due time");
     tc_close(c);
     tc_close(p);
+}
+
+/* Off a cluster a script call declares no key (the scripts build every key
+ * from the prefix, ARGV[1]; a declared key costs Redis about 1,300
+ * instructions a call): every EVALSHA emqd sends for an enqueue, a claim
+ * and a completion is "EVALSHA <sha> 0 <prefix> ...". */
+Test(daemon, script_calls_declare_no_key_off_a_cluster)
+{
+    struct tc_conn *c = fx_conn();
+    struct monitor m;
+    cr_assert_eq(monitor_start(&m, &fx_redis), 0);
+    json_decref(
+        tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"nk\",\"group\":\"TENa\",\"payload\":1}"));
+    json_t *r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"nk\",\"count\":1}");
+    assert_ok(r);
+    json_t *j = json_array_get(claim_jobs(r), 0);
+    cr_assert_not_null(j);
+    json_t *done =
+        tc_call(c, "{\"op\":\"complete\",\"queue\":\"nk\",\"job\":\"%s\",\"lease\":\"%s\"}",
+                jstr(j, "job"), jstr(j, "lease"));
+    assert_ok(done);
+    json_decref(done);
+    json_decref(r);
+    monitor_stop(&m);
+    int calls = 0;
+    for (size_t i = 0; i < m.n; i++) {
+        const char *at = strstr(m.lines[i], "\"EVALSHA\" \"");
+        if (at == NULL)
+            continue;
+        calls++;
+        const char *rest = at + strlen("\"EVALSHA\" \"") + 40; /* past the SHA */
+        cr_assert(strncmp(rest, "\" \"0\" \"emq:{", 12) == 0, "a call declared keys: %.200s",
+                  m.lines[i]);
+    }
+    cr_assert_geq(calls, 3, "enqueue, claim and complete are script calls (%d seen)", calls);
+    monitor_free(&m);
+    tc_close(c);
 }

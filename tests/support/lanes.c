@@ -36,11 +36,14 @@ static redisReply *run(redisContext *c, const char *verb, const char *body, size
     char nkeys[8];
     int n = 0;
 
-    snprintf(nkeys, sizeof(nkeys), "%d", KEY__COUNT + (guard ? 1 : 0));
+    /* As emqd sends it (pool.c:pool_script): the scripts build every key
+     * from the prefix; on a cluster (guard) the ten fixed keys and the
+     * guard are declared, for Redis's checks while a slot migrates. */
+    snprintf(nkeys, sizeof(nkeys), "%d", guard ? KEY__COUNT + 1 : 0);
     argv[n] = verb, lens[n++] = strlen(verb);
     argv[n] = body, lens[n++] = body_len;
     argv[n] = nkeys, lens[n++] = strlen(nkeys);
-    for (int i = 0; i < KEY__COUNT; i++)
+    for (int i = 0; guard && i < KEY__COUNT; i++)
         argv[n] = k->names[i], lens[n++] = k->lens[i];
     if (guard)
         argv[n] = k->guard, lens[n++] = k->guard_len;

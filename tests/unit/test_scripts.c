@@ -48,8 +48,11 @@ Test(scripts, reads_are_shipped_no_writes_and_writes_are_not)
     cr_assert(script_table[SCRIPT_GROUPS].writes, "groups drops idle groups as it passes");
 }
 
-/* lua/lib.lua documents KEYS[1..11] in a comment block ("--   1 ring");
- * keys.c must build them in the same order. */
+/* lua/lib.lua builds the queue's ten fixed keys from the prefix, one
+ * "local K_<NAME> = PFX .. '<suffix>'" each, in the order of keys.h, and
+ * documents them in that order ("--   1 ring"): keys.c must name the same
+ * keys (the daemon subscribes to the wake channel and reads some of them
+ * with plain commands by those names). */
 Test(scripts, key_order_matches_the_lua_prelude)
 {
     char path[512];
@@ -59,17 +62,29 @@ Test(scripts, key_order_matches_the_lua_prelude)
     FILE *f = fopen(path, "r");
     cr_assert_not_null(f, "cannot open %s", path);
     char line[256];
-    int seen = 0;
+    int documented = 0, built = 0;
     while (fgets(line, sizeof(line), f) != NULL) {
         int idx;
-        char name[32];
+        char name[32], var[40], suffix[40];
         if (sscanf(line, "-- %d %31s", &idx, name) == 2 && idx >= 1 && idx <= KEY__COUNT) {
-            cr_assert_str_eq(keys_suffix[idx - 1], name, "KEYS[%d]", idx);
-            seen++;
+            cr_assert_str_eq(keys_suffix[idx - 1], name, "key %d", idx);
+            documented++;
+        } else if (sscanf(line, "local K_%39s = PFX .. '%39[^']'", var, suffix) == 2 &&
+                   built < KEY__COUNT) {
+            cr_assert_str_eq(keys_suffix[built], suffix, "K_%s is key %d", var, built + 1);
+            char upper[40];
+            size_t i = 0;
+            for (; suffix[i] != '\0' && i + 1 < sizeof(upper); i++)
+                upper[i] =
+                    (char)(suffix[i] >= 'a' && suffix[i] <= 'z' ? suffix[i] - 32 : suffix[i]);
+            upper[i] = '\0';
+            cr_assert_str_eq(var, upper, "K_%s builds '%s'", var, suffix);
+            built++;
         }
     }
     fclose(f);
-    cr_assert_eq(seen, KEY__COUNT);
+    cr_assert_eq(documented, KEY__COUNT);
+    cr_assert_eq(built, KEY__COUNT);
 }
 
 Test(scripts, keys_carry_the_queue_hash_tag)
