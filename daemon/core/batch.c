@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "log.h"
 #include "queue.h"
 
 static void flush_enqueues(struct queue *q);
@@ -55,17 +56,34 @@ struct sent {
     struct queue_settlement items[];
 };
 
+/* Whether o is an answer complete.lua gives an item of c's kind: a
+ * completion is completed, a fail moves its job (pending, delayed, dead),
+ * and either may find no lease or no job. */
+static bool fits(const struct queue_settlement *c, enum store_outcome o)
+{
+    if (o == STORE_ELEASE || o == STORE_ENOJOB)
+        return true;
+    return c->fail == NULL ? o == STORE_COMPLETED : o != STORE_COMPLETED;
+}
+
 static void settled_cb(void *priv, const struct store_status *st, size_t n,
                        const enum store_outcome *each)
 {
+    static const struct store_status odd = {WIRE_EINTERNAL, "unexpected backend reply"};
     struct sent *b = priv;
     (void)n; /* b->n outcomes when st->code is 0 */
     for (size_t i = 0; i < b->n; i++) {
         const struct queue_settlement *c = &b->items[i];
         enum store_outcome o = st->code == 0 ? each[i] : STORE_ENOJOB;
-        if (st->code == 0 && o == STORE_COMPLETED)
+        const struct store_status *ist = st;
+        if (st->code == 0 && !fits(c, o)) {
+            log_event(LOG_ERROR, "unexpected backend reply", "call=complete item=%s outcome=%s",
+                      c->fail != NULL ? "fail" : "completion", store_outcome_state(o));
+            ist = &odd;
+        } else if (st->code == 0 && o == STORE_COMPLETED) {
             b->q->count.completed++;
-        c->done(c->priv, st, o);
+        }
+        c->done(c->priv, ist, o);
     }
     free(b);
 }
