@@ -47,12 +47,12 @@
 -- leases at time t (ms) and cum the running total of leases the list has
 -- counted, so that the window's count is the tail's cum minus the head's
 -- plus the head's c, from two reads (see window_lease).
--- Also built from the prefix, beyond the ten: throttled (zset), the lanes off the ring
--- only for their rate -> when they may be leased again (the due-time
--- index promote.lua empties, as it does delayed); done:<t> (list), the
--- ids of the completed rows to delete at time t (ms, a whole second: the
--- retention's buckets, see retire), and done (zset), those buckets' t ->
--- t.
+-- Also built from the prefix, beyond the ten: throttled (zset), the lanes
+-- off the ring only for their rate -> when they may be leased again (the
+-- due-time index promote.lua empties, as it does delayed); done:<t>
+-- (list), the ids of the completed rows to delete at time t (ms, a whole
+-- second: the retention's buckets, see retire), and done (zset), those
+-- buckets' t -> t.
 -- gactive[G], the in-flight count of the ceiling rule, is ZCARD of
 -- g:<G>:active: that index holds exactly G's active jobs, so keeping a
 -- separate counter hash would be a second copy to keep equal (and, with
