@@ -491,9 +491,11 @@ Test(daemon, script_calls_declare_no_key_off_a_cluster)
     struct tc_conn *c = fx_conn();
     struct monitor m;
     cr_assert_eq(monitor_start(&m, &fx_redis), 0);
-    json_decref(
-        tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"nk\",\"group\":\"TENa\",\"payload\":1}"));
-    json_t *r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"nk\",\"count\":1}");
+    json_t *r =
+        tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"nk\",\"group\":\"TENa\",\"payload\":1}");
+    assert_ok(r);
+    json_decref(r);
+    r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"nk\",\"count\":1}");
     assert_ok(r);
     json_t *j = json_array_get(claim_jobs(r), 0);
     cr_assert_not_null(j);
