@@ -317,13 +317,17 @@ int store_settle(struct store_queue *sq, uint64_t retention_ms, size_t n,
     /* A completion is two arguments, a fail six: "fail", then five. */
     if (n == 0 || n > ((size_t)INT32_MAX - 1) / 6)
         return -EINVAL;
-    const char **argv = malloc((1 + 6 * n) * sizeof(*argv));
-    /* Each fail's retry_ms as text; argv points into it. */
-    char(*nums)[24] = malloc(n * sizeof(*nums));
+    size_t nfail = 0;
+    for (size_t i = 0; i < n; i++)
+        nfail += items[i].fail != NULL;
+    const char **argv = malloc((1 + 2 * n + 4 * nfail) * sizeof(*argv));
+    /* Each fail's retry_ms as text; argv points into it. A call of
+     * completions alone (the common one) allocates none. */
+    char(*nums)[24] = nfail > 0 ? malloc(nfail * sizeof(*nums)) : NULL;
     int rc = -ENOMEM;
-    if (argv != NULL && nums != NULL) {
+    if (argv != NULL && (nfail == 0 || nums != NULL)) {
         char keep[24];
-        size_t a = 0;
+        size_t a = 0, k = 0;
         argv[a++] = store_num(keep, (long long)retention_ms);
         for (size_t i = 0; i < n; i++) {
             const struct store_settlement *it = &items[i];
@@ -333,7 +337,7 @@ int store_settle(struct store_queue *sq, uint64_t retention_ms, size_t n,
             argv[a++] = it->lease;
             if (it->fail != NULL) {
                 argv[a++] = it->fail->error;
-                argv[a++] = store_num(nums[i], it->fail->retry_ms);
+                argv[a++] = store_num(nums[k++], it->fail->retry_ms);
                 argv[a++] = it->fail->dead ? "1" : "0";
             }
         }
