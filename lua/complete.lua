@@ -63,13 +63,16 @@ local function fail(id, tok, reason, retry, dead)
   else
     leave_active(id, g)
   end
-  local att, max = tonumber(f[4]), tonumber(f[5])
-  -- Dead-lettered now: requeue sends it where it sends a job whose attempts
-  -- are spent (it only compares the two), as it does a spent one here.
-  if dead then att, max = 1, 1 end
-  if retry == 0 or (max > 0 and att >= max) then return requeue(id, g, reason, t_now, att, max) end
-  if retry == -1 then retry = math.min(1000 * 2 ^ math.min(att - 1, 22), 3600000) end
   local row = row_key(id)
+  local att, max = tonumber(f[4]), tonumber(f[5])
+  if dead or (max > 0 and att >= max) then
+    call('HDEL', row, 'lease', 'lease_until')
+    call('HSET', row, 'state', 'dead', 'error', reason, 'finished_ms', now)
+    call('ZADD', K_DEAD, now, id)
+    return 'dead'
+  end
+  if retry == -1 then retry = math.min(1000 * 2 ^ math.min(att - 1, 22), 3600000) end
+  if retry == 0 then return requeue(id, g, reason, t_now, att, max) end
   call('HDEL', row, 'lease', 'lease_until')
   call('HSET', row, 'state', 'delayed', 'error', reason)
   to_delayed(id, g, int(t_now + retry))

@@ -726,15 +726,15 @@ local function requeue(id, g, reason, now, att, max)
   end
   call('HDEL', row, 'lease', 'lease_until')
   local dead = max > 0 and att >= max
-  local state, at = 'pending', 'ready_ms'
+  local state, at, ts = 'pending', 'ready_ms', int(now)
   if dead then state, at = 'dead', 'finished_ms' end
   if reason then
-    call('HSET', row, 'state', state, at, int(now), 'error', reason)
+    call('HSET', row, 'state', state, at, ts, 'error', reason)
   else
-    call('HSET', row, 'state', state, at, int(now))
+    call('HSET', row, 'state', state, at, ts)
   end
   if dead then
-    call('ZADD', K_DEAD, int(now), id)
+    call('ZADD', K_DEAD, ts, id)
     return 'dead'
   end
   to_backlog(id, g)
