@@ -157,7 +157,7 @@ if not any_limit then
       -- is what the first t turns leave.
       for u = t + 1, #turns do
         local h = turns[u]
-        call('ZADD', lane_key(h), 0, ids[h][at[h]])
+        call('ZADD', lane_key(h), '0', ids[h][at[h]])
         at[h] = at[h] + 2
       end
       taken, tail = select(2, play(t))
@@ -165,7 +165,7 @@ if not any_limit then
     end
   end
   batch_run(later, 'ZADD')
-  if taken > 0 then call('LTRIM', K_RING, int(taken), -1) end
+  if taken > 0 then call('LTRIM', K_RING, int(taken), '-1') end
   -- Not ring_push: the lanes were on the ring all along (no wake is due).
   if #tail > 0 then call('RPUSH', K_RING, unpack(tail)) end
   return out
@@ -192,7 +192,7 @@ local tg, tused = turn_of(f[2])
 local head, used
 while served < n do
   if not head then
-    head = call('LINDEX', K_RING, 0)
+    head = call('LINDEX', K_RING, '0')
     if not head then break end
     used = head == tg and tused or 0
     tg = nil -- a turn carried over applies to the first head only

@@ -27,7 +27,7 @@ for i = 1, k do
   if max_bytes > 0 and bytes >= max_bytes and i < k then
     -- The rest go back as they were (score 0: the set orders by id); their
     -- reserved tokens are skipped, as a short grouped claim's are.
-    for r = i + 1, k do call('ZADD', K_PENDING, 0, popped[2 * r - 1]) end
+    for r = i + 1, k do call('ZADD', K_PENDING, '0', popped[2 * r - 1]) end
     break
   end
 end

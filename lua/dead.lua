@@ -32,7 +32,7 @@ elseif action == 'retry' then
   for _, j in ipairs(ids) do
     call('ZREM', K_DEAD, j)
     local row = row_key(j)
-    call('HSET', row, 'state', 'pending', 'attempts', 0, 'ready_ms', now)
+    call('HSET', row, 'state', 'pending', 'attempts', '0', 'ready_ms', now)
     call('HDEL', row, 'finished_ms')
     to_backlog(j, call('HGET', row, 'group') or '', seen)
   end

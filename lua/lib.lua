@@ -100,6 +100,8 @@ end
 -- argument with "%.17g", whose floating-point path (__printf_fp and its
 -- multi-precision helpers) was ~7 % of Redis' CPU in a drain profile, at
 -- several numbers per job; "%d" is the integer path, a fraction of that.
+-- A constant is written as a string for the same reason: the literal 0 in
+-- a lane's ZADD cost ~1.7k instructions per enqueued job to format.
 local function int(n) return string.format('%d', n) end
 
 local function row_key(id) return PFX .. 'job:' .. id end
@@ -130,11 +132,11 @@ local RETIRE_QUANTUM = 1000
 local function retire(now, max, all)
   local n, upto = 0, all and '+inf' or int(now)
   while n < max do
-    local first = call('ZRANGE', K_DONE, '-inf', upto, 'BYSCORE', 'LIMIT', 0, 1)
+    local first = call('ZRANGE', K_DONE, '-inf', upto, 'BYSCORE', 'LIMIT', '0', '1')
     if #first == 0 then return n end
     local key = done_key(first[1])
     -- At most 1000 a pass: unpack's bound is Lua's C stack (8000).
-    local ids = call('LPOP', key, math.min(max - n, 1000))
+    local ids = call('LPOP', key, int(math.min(max - n, 1000)))
     if ids then
       local rows = {}
       for i, id in ipairs(ids) do rows[i] = row_key(id) end
@@ -151,7 +153,7 @@ end
 -- subscribed on this queue's node hears it.
 local function wake()
   call('LPUSH', K_WAKE, '1')
-  call('LTRIM', K_WAKE, 0, 63)
+  call('LTRIM', K_WAKE, '0', '63')
   call('SPUBLISH', K_WAKE, PFX)
 end
 
@@ -261,7 +263,7 @@ end
 -- run promote); a later one they learn from promote's answer.
 local function throttle(g, due)
   call('ZADD', K_THROTTLED, due, g)
-  local first = call('ZRANGE', K_THROTTLED, 0, 0)
+  local first = call('ZRANGE', K_THROTTLED, '0', '0')
   if first[1] == g then
     call('SPUBLISH', K_WAKE, 'due:' .. int(math.max(0, math.ceil(due - clock()))))
   end
@@ -285,7 +287,7 @@ end
 -- expires P ms after its newest entry, so a window left alone goes whole.
 local function window_head(win, per, now)
   while true do
-    local e = call('LINDEX', win, 0)
+    local e = call('LINDEX', win, '0')
     if not e then return nil end
     local t, c, cum = window_entry(e)
     if t + per > now then return t, c, cum end
@@ -299,7 +301,7 @@ end
 local function window_read(win, per, now)
   local ht, hc, hcum = window_head(win, per, now)
   if not ht then return nil end
-  local tt, tc, tcum = window_entry(call('LINDEX', win, -1))
+  local tt, tc, tcum = window_entry(call('LINDEX', win, '-1'))
   return ht, hc, tcum - hcum + hc, tt, tc, tcum
 end
 
@@ -309,7 +311,7 @@ end
 local function window_due(win, count, n, per, ht, hc)
   if count - hc < n then return ht + per end
   local freed = 0
-  for _, e in ipairs(call('LRANGE', win, 0, -1)) do
+  for _, e in ipairs(call('LRANGE', win, '0', '-1')) do
     local t, c = window_entry(e)
     freed = freed + c
     if count - freed < n then return t + per end
@@ -332,7 +334,7 @@ local function window_lease(g, r, now)
   end
   count = count + 1
   if tt and tt >= at then -- the same quantum (or a later one, kept from a longer P)
-    call('LSET', win, -1, int(tt) .. ':' .. int(tc + 1) .. ':' .. int(tcum + 1))
+    call('LSET', win, '-1', int(tt) .. ':' .. int(tc + 1) .. ':' .. int(tcum + 1))
     if tt == ht then hc = hc + 1 end -- the head is the tail
   else
     call('RPUSH', win, int(at) .. ':1:' .. int(tcum + 1))
@@ -358,7 +360,7 @@ local function rate_recheck(g)
     return
   end
   local _, per = rate_of(r)
-  local tail = call('LINDEX', win, -1)
+  local tail = call('LINDEX', win, '-1')
   -- The key must live P ms past its newest entry under the new P too (an
   -- entry already P ms old makes it go at once).
   if tail then call('PEXPIREAT', win, int(window_entry(tail) + per)) end
@@ -407,7 +409,7 @@ end
 -- due itself. A due lane leaves the index first, so placement() sees it
 -- as any other.
 local function unthrottle_due(now, max)
-  local lanes = call('ZRANGE', K_THROTTLED, '-inf', now, 'BYSCORE', 'LIMIT', 0, max)
+  local lanes = call('ZRANGE', K_THROTTLED, '-inf', now, 'BYSCORE', 'LIMIT', '0', int(max))
   for _, g in ipairs(lanes) do
     call('ZREM', K_THROTTLED, g)
     local where, at = placement(g)
@@ -444,7 +446,7 @@ local function reconcile(g)
   local want = where == 'ring'
   local on = call('LPOS', K_RING, g)
   if on and not want then
-    call('LREM', K_RING, 0, g)
+    call('LREM', K_RING, '0', g)
     end_turn_of(g)
   elseif want and not on then
     ring_push(g)
@@ -525,7 +527,7 @@ end
 -- A step's end: the weighted turn stays only while it names the ring head.
 local function replace_turn()
   local tg = turn_of(call('HGET', K_GLIMIT, 'turn'))
-  if tg and call('LINDEX', K_RING, 0) ~= tg then call('HDEL', K_GLIMIT, 'turn') end
+  if tg and call('LINDEX', K_RING, '0') ~= tg then call('HDEL', K_GLIMIT, 'turn') end
 end
 
 -- One step of the walk: about budget lanes and groups. Returns true when
@@ -555,7 +557,7 @@ local function replace_step(budget)
   -- reproducible.
   local join = {}
   while w.stage == 'G' and left > 0 do
-    local r = call('SSCAN', K_GROUPS, w.cur, 'COUNT', math.min(left, 1000))
+    local r = call('SSCAN', K_GROUPS, w.cur, 'COUNT', int(math.min(left, 1000)))
     for _, g in ipairs(r[2]) do replace_visit(g, rates, join) end
     left = left - math.max(#r[2], 1)
     w.cur = r[1]
@@ -588,7 +590,7 @@ end
 -- say so (one call per job fewer for a batch's later jobs of a group).
 local function to_backlog(id, g, seen)
   if g == '' then
-    call('ZADD', K_PENDING, 0, id)
+    call('ZADD', K_PENDING, '0', id)
     if seen then
       if seen[''] then return end
       seen[''] = true
@@ -597,7 +599,7 @@ local function to_backlog(id, g, seen)
     return
   end
   local lane = lane_key(g)
-  call('ZADD', lane, 0, id)
+  call('ZADD', lane, '0', id)
   if seen then
     if seen[g] then return end
     seen[g] = true
@@ -751,7 +753,7 @@ local function give_back(id, g, now, reason)
   leave_active(id, g)
   local row = row_key(id)
   if tonumber(call('HGET', row, 'attempts') or '0') > 0 then
-    call('HINCRBY', row, 'attempts', -1)
+    call('HINCRBY', row, 'attempts', '-1')
   end
   return requeue(id, g, reason, now)
 end
