@@ -129,6 +129,15 @@ static int spawn(struct supervise *s)
          * speed). */
         "--appendfsync", s->fsync_everysec ? "everysec" : "always",
         "--save", "",
+        /* emqd's sorted sets take their members in time order (a lane
+         * in mint order, a lease index by deadline), so each insert
+         * lands at the tail: a listpack-encoded zset pays a walk of the
+         * whole set for it, and a lookup, a scan; Redis's default keeps
+         * that encoding up to 128 members. Above 16 a skiplist is
+         * O(log n) (docs/ARCHITECTURE.md 7.2: ~8 % of a job's Redis
+         * work end to end), and one-job lanes, the many-tenant case,
+         * stay small listpacks. */
+        "--zset-max-listpack-entries", EMQ_ZSET_LISTPACK_ENTRIES,
         "--daemonize", "no",
         "--logfile", s->log,
         "--pidfile", s->pidfile, /* so an orphan can be found (stop_orphan) */

@@ -16,6 +16,10 @@
 #define SUPERVISE_RESTART_MAX_DEFAULT 10000
 #define SUPERVISE_GRACE_DEFAULT       5000
 
+/* The embedded Redis's zset-max-listpack-entries (supervise.c says why);
+ * README.md recommends the same for a Redis of one's own. */
+#define EMQ_ZSET_LISTPACK_ENTRIES "16"
+
 /* A child that exits within SUPERVISE_FAST_MS of its start this many times
  * in a row is given up on: it is not going to work (bad binary, bad
  * directory, corrupt AOF) and restarting it forever only hides that. */

@@ -205,6 +205,12 @@ Test(supervise, writes_an_aof)
     cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
     cr_assert_str_eq(r->element[1]->str, "always");
     freeReplyObject(r);
+    /* Sorted sets above 16 members are skiplists (supervise.c says why). */
+    const char *get_zset[] = {"CONFIG", "GET", "zset-max-listpack-entries"};
+    r = redisCommandArgv(c, 3, get_zset, NULL);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    cr_assert_str_eq(r->element[1]->str, EMQ_ZSET_LISTPACK_ENTRIES);
+    freeReplyObject(r);
     redisFree(c);
     /* Redis 7 keeps a multi-part AOF under appendonlydir/. */
     cr_assert(path_exists(data, "appendonlydir/appendonly.aof.manifest"));
