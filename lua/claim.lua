@@ -83,8 +83,11 @@ local function full() return max_bytes > 0 and bytes >= max_bytes end
 -- ring only when it empties, so which lane gets each turn follows from the
 -- ring's order and the lanes' sizes alone: the call reads the ring's head
 -- and the size of each lane it meets once, plays the turns in Lua as the
--- LMOVE loop below would take them, pops each lane's share with one
--- ZPOPMIN, leases the jobs in turn order and writes the ring back once.
+-- LMOVE loop below would take them, reads each lane's share with one
+-- ZRANGE, leases the jobs in turn order, takes what it leased off each
+-- lane with one ZREMRANGEBYRANK and writes the ring back once. (Not
+-- ZPOPMIN: its reply carries each job's score, 0, which Redis formats as
+-- a double, ~2.4k instructions a job, and Lua makes a string of.)
 -- The same jobs, in the same order, under the same tokens, and the same
 -- ring after it as the loop's; but per job only the lease's own calls,
 -- where the loop pays an LMOVE, a ZPOPMIN and a ZCARD per job (with ten
@@ -138,31 +141,31 @@ if not any_limit then
     return turns, i - 1, tail
   end
   local turns, taken, tail = play(n)
-  local ids, k, at, later = {}, {}, {}, batch_new()
+  local ids, k, at, lanes, later = {}, {}, {}, {}, batch_new()
   for _, g in ipairs(turns) do k[g] = (k[g] or 0) + 1 end
   for _, g in ipairs(turns) do
     if not ids[g] then
-      ids[g] = call('ZPOPMIN', lane_key(g), int(k[g]))
+      ids[g] = call('ZRANGE', lane_key(g), '0', int(k[g] - 1))
       at[g] = 1
+      lanes[#lanes + 1] = g
     end
   end
   for t, g in ipairs(turns) do
     local id = ids[g][at[g]]
-    at[g] = at[g] + 2 -- {id, score, id, score, ...}
+    at[g] = at[g] + 1
     served = t
     bytes = bytes + lease(id, g, dl, token(tok + t, now), now, by, out, width, later)
     if max_bytes > 0 and bytes >= max_bytes and t < #turns then
-      -- Cut short: the jobs popped for later turns go back as they were
-      -- (score 0, so to their id-ordered place at the head), and the ring
-      -- is what the first t turns leave.
-      for u = t + 1, #turns do
-        local h = turns[u]
-        call('ZADD', lane_key(h), '0', ids[h][at[h]])
-        at[h] = at[h] + 2
-      end
+      -- Cut short: the jobs read for later turns stay in their lanes (only
+      -- what was leased is taken off below), and the ring is what the
+      -- first t turns leave.
       taken, tail = select(2, play(t))
       break
     end
+  end
+  -- Each lane's leased jobs are its first at - 1, in the order read.
+  for _, g in ipairs(lanes) do
+    if at[g] > 1 then call('ZREMRANGEBYRANK', lane_key(g), '0', int(at[g] - 2)) end
   end
   batch_run(later, 'ZADD')
   if taken > 0 then call('LTRIM', K_RING, int(taken), '-1') end

@@ -16,20 +16,23 @@ local by = ARGV[6]
 local now = now_ms()
 local deadline = now + lease_ms
 local out = {deadline}
-local popped = call('ZPOPMIN', K_PENDING, int(n))
-if #popped == 0 then return out end
-local k = #popped / 2
+-- Read, then take off what was leased (not ZPOPMIN, whose reply carries
+-- each job's score: see the bulk claim in claim.lua).
+local head = call('ZRANGE', K_PENDING, '0', int(n - 1))
+if #head == 0 then return out end
+local k = #head
 local tok = call('INCRBY', K_SEQ, int(k)) - k
 local dl = int(deadline)
-local bytes, later = 0, batch_new()
+local bytes, later, used = 0, batch_new(), k
 for i = 1, k do
-  bytes = bytes + lease(popped[2 * i - 1], '', dl, token(tok + i, now), now, by, out, width, later)
+  bytes = bytes + lease(head[i], '', dl, token(tok + i, now), now, by, out, width, later)
   if max_bytes > 0 and bytes >= max_bytes and i < k then
-    -- The rest go back as they were (score 0: the set orders by id); their
-    -- reserved tokens are skipped, as a short grouped claim's are.
-    for r = i + 1, k do call('ZADD', K_PENDING, '0', popped[2 * r - 1]) end
+    -- The rest stay where they are; their reserved tokens are skipped, as
+    -- a short grouped claim's are.
+    used = i
     break
   end
 end
+call('ZREMRANGEBYRANK', K_PENDING, '0', int(used - 1))
 batch_run(later, 'ZADD')
 return out

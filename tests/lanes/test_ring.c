@@ -375,7 +375,8 @@ Test(ring, bulk_turns_serve_what_the_lmove_loop_serves)
 }
 
 /* Ten busy lanes and a claim of 256 on a queue with no setting: each lane
- * is sized and popped once, no LMOVE, and the ring is written back once.
+ * is sized, read and trimmed once (ZRANGE and ZREMRANGEBYRANK, no ZPOPMIN
+ * and its scores), no LMOVE, and the ring is written back once.
  * 300 jobs, 30 a lane: 25 whole rounds and six more turns, so the ring
  * after it starts with the four lanes the last round did not reach. */
 LANE_TEST(ring, bulk_turns_ask_each_lane_once_per_claim)
@@ -396,7 +397,9 @@ LANE_TEST(ring, bulk_turns_ask_each_lane_once_per_claim)
         cr_assert_str_eq(out[t].job, job, "turn %d", t);
     }
     cr_assert_eq(fx_calls_of("lmove"), 0);
-    cr_assert_eq(fx_calls_of("zpopmin"), 10, "one ZPOPMIN a lane");
+    cr_assert_eq(fx_calls_of("zpopmin"), 0);
+    cr_assert_eq(fx_calls_of("zrange"), 10, "one ZRANGE a lane");
+    cr_assert_eq(fx_calls_of("zremrangebyrank"), 10, "one ZREMRANGEBYRANK a lane");
     cr_assert_eq(fx_calls_of("zcard"), 10, "one ZCARD a lane");
     char ring[128];
     fx_ring(ring, sizeof(ring));
@@ -422,9 +425,9 @@ LANE_TEST(ring, bulk_turns_drop_an_empty_lane_without_a_turn)
 }
 
 /* max_bytes cuts a bulk claim short after the job that reaches it: the
- * jobs popped for later turns go back to their lanes' heads, and the ring
- * is what the turns taken leave, so the next claim goes on from there. */
-LANE_TEST(ring, bulk_turns_cut_short_by_max_bytes_put_the_rest_back)
+ * jobs read for later turns stay at their lanes' heads, and the ring is
+ * what the turns taken leave, so the next claim goes on from there. */
+LANE_TEST(ring, bulk_turns_cut_short_by_max_bytes_leave_the_rest_in_place)
 {
     enqueue_n("TENa", 3);
     enqueue_n("TENb", 3);
