@@ -24,6 +24,7 @@ if #ARGV < 6 or (#ARGV - 1) % 5 ~= 0 then
   return redis.error_reply('EARG five arguments per item expected')
 end
 local now = now_ms()
+local now_s = int(now) -- every item's created_ms
 local out, seen = {}, {} -- seen: lanes made non-empty by this call (to_backlog)
 local fresh, rows = nil, {}
 for i = 2, #ARGV, 5 do rows[#rows + 1] = row_key(ARGV[i]) end
@@ -33,7 +34,7 @@ for i = 2, #ARGV, 5 do
   local id, g = ARGV[i], ARGV[i + 1]
   local row = rows[#out + 1] -- out gets one verdict per item
   local st, err, cap_from = admit_row(id, g, ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], now, fresh,
-                                      row)
+                                      row, nil, now_s)
   if st == 'full' then
     out[#out + 1] = {-1, err, cap_from}
   elseif err then

@@ -822,8 +822,9 @@ end
 -- fields and a token drawn once it is known to be new (set as leased.tok),
 -- so the job is written once instead of written pending, then read back
 -- (its payload too) and rewritten by lease(); admit_row then returns
--- 'leased', and the caller puts it in the lease indexes.
-local function admit_row(id, g, payload, delay, max, now, fresh, row, leased)
+-- 'leased', and the caller puts it in the lease indexes. now_s: int(now)
+-- when the caller has formatted it once for all its items (nil: here).
+local function admit_row(id, g, payload, delay, max, now, fresh, row, leased, now_s)
   if string.sub(id, 1, 3) ~= 'JOB' then return nil, 'EKIND job id must be JOB-namespaced' end
   if not valid_job(id) then return nil, 'EARG malformed job id' end
   if g ~= '' and not valid_group(g) then return nil, 'EBRAND malformed group id' end
@@ -847,15 +848,16 @@ local function admit_row(id, g, payload, delay, max, now, fresh, row, leased)
     -- HSET; the HSET below writes the state again, the same value).
     if call('HSETNX', row, 'state', state) == 0 then return 'duplicate' end
   end
+  now_s = now_s or int(now)
   if leased then
     leased.tok = token(call('INCR', K_SEQ), now)
     call('HSET', row, 'state', state, 'group', g, 'payload', payload, 'attempts', '1',
-         'max_attempts', int(max), 'created_ms', int(now), 'lease', leased.tok,
+         'max_attempts', int(max), 'created_ms', now_s, 'lease', leased.tok,
          'lease_until', leased.dl, 'lease_by', leased.by or '')
     return 'leased'
   end
   call('HSET', row, 'state', state, 'group', g, 'payload', payload, 'attempts', '0',
-       'max_attempts', int(max), 'created_ms', int(now))
+       'max_attempts', int(max), 'created_ms', now_s)
   if delay == 0 then return 'ready' end
   to_delayed(id, g, int(now + delay))
   if g ~= '' then call('SADD', K_GROUPS, g) end
