@@ -104,6 +104,15 @@ end
 -- a lane's ZADD cost ~1.7k instructions per enqueued job to format.
 local function int(n) return string.format('%d', n) end
 
+-- int(n) for a number that repeats from one item of a call to the next
+-- (an enqueue_many's max_attempts, usually the daemon's default for all
+-- of them): formatted once for as long as it does not change.
+local int_last_n, int_last_s = nil, nil
+local function int_again(n)
+  if n ~= int_last_n then int_last_n, int_last_s = n, int(n) end
+  return int_last_s
+end
+
 local function row_key(id) return PFX .. 'job:' .. id end
 local function lane_key(g) return PFX .. 'g:' .. g .. ':pending' end
 local function lane_active_key(g) return PFX .. 'g:' .. g .. ':active' end
@@ -852,12 +861,12 @@ local function admit_row(id, g, payload, delay, max, now, fresh, row, leased, no
   if leased then
     leased.tok = token(call('INCR', K_SEQ), now)
     call('HSET', row, 'state', state, 'group', g, 'payload', payload, 'attempts', '1',
-         'max_attempts', int(max), 'created_ms', now_s, 'lease', leased.tok,
+         'max_attempts', int_again(max), 'created_ms', now_s, 'lease', leased.tok,
          'lease_until', leased.dl, 'lease_by', leased.by or '')
     return 'leased'
   end
   call('HSET', row, 'state', state, 'group', g, 'payload', payload, 'attempts', '0',
-       'max_attempts', int(max), 'created_ms', now_s)
+       'max_attempts', int_again(max), 'created_ms', now_s)
   if delay == 0 then return 'ready' end
   to_delayed(id, g, int(now + delay))
   if g ~= '' then call('SADD', K_GROUPS, g) end
