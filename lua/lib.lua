@@ -106,7 +106,8 @@ local function int(n) return string.format('%d', n) end
 
 -- int(n) for a number that repeats from one item of a call to the next
 -- (an enqueue_many's max_attempts, usually the daemon's default for all
--- of them): formatted once for as long as it does not change.
+-- of them; a claim's attempt numbers, mostly 1): formatted once for as
+-- long as it does not change.
 local int_last_n, int_last_s = nil, nil
 local function int_again(n)
   if n ~= int_last_n then int_last_n, int_last_s = n, int(n) end
@@ -700,7 +701,7 @@ local function lease(id, g, dl, tok, now, by, out, width, later)
   local row = row_key(id)
   local f = call('HMGET', row, 'attempts', 'payload', 'ready_ms', 'created_ms')
   local att = tonumber(f[1] or '0') + 1
-  call('HSET', row, 'state', 'active', 'attempts', int(att), 'lease', tok, 'lease_until', dl,
+  call('HSET', row, 'state', 'active', 'attempts', int_again(att), 'lease', tok, 'lease_until', dl,
        'lease_by', by or '')
   if later then
     batch_put(later, g, dl, id)
