@@ -87,7 +87,9 @@ local function full() return max_bytes > 0 and bytes >= max_bytes end
 -- ZRANGE, leases the jobs in turn order, takes what it leased off each
 -- lane with one ZREMRANGEBYRANK and writes the ring back once. (Not
 -- ZPOPMIN: its reply carries each job's score, 0, which Redis formats as
--- a double, ~2.4k instructions a job, and Lua makes a string of.)
+-- a double, ~2.4k instructions a job, and Lua makes a string of; but a
+-- lane with one job in the call is popped, where a second call would
+-- cost more than the one score.)
 -- The same jobs, in the same order, under the same tokens, and the same
 -- ring after it as the loop's; but per job only the lease's own calls,
 -- where the loop pays an LMOVE, a ZPOPMIN and a ZCARD per job (with ten
@@ -141,11 +143,18 @@ if not any_limit then
     return turns, i - 1, tail
   end
   local turns, taken, tail = play(n)
-  local ids, k, at, lanes, later = {}, {}, {}, {}, batch_new()
+  local ids, k, at, lanes, popped, later = {}, {}, {}, {}, {}, batch_new()
   for _, g in ipairs(turns) do k[g] = (k[g] or 0) + 1 end
   for _, g in ipairs(turns) do
     if not ids[g] then
-      ids[g] = call('ZRANGE', lane_key(g), '0', int(k[g] - 1))
+      -- A lane's one job of the call (many tenants, few jobs each) is
+      -- popped: one call and one score cost less than two calls.
+      if k[g] == 1 then
+        ids[g] = call('ZPOPMIN', lane_key(g)) -- {id, score}
+        popped[g] = true
+      else
+        ids[g] = call('ZRANGE', lane_key(g), '0', int(k[g] - 1))
+      end
       at[g] = 1
       lanes[#lanes + 1] = g
     end
@@ -157,7 +166,8 @@ if not any_limit then
     bytes = bytes + lease(id, g, dl, token(tok + t, now), now, by, out, width, later)
     if max_bytes > 0 and bytes >= max_bytes and t < #turns then
       -- Cut short: the jobs read for later turns stay in their lanes (only
-      -- what was leased is taken off below), and the ring is what the
+      -- what was leased is taken off below; a popped one goes back, score
+      -- 0, to its id-ordered place at the head), and the ring is what the
       -- first t turns leave.
       taken, tail = select(2, play(t))
       break
@@ -165,7 +175,11 @@ if not any_limit then
   end
   -- Each lane's leased jobs are its first at - 1, in the order read.
   for _, g in ipairs(lanes) do
-    if at[g] > 1 then call('ZREMRANGEBYRANK', lane_key(g), '0', int(at[g] - 2)) end
+    if popped[g] then
+      if at[g] == 1 then call('ZADD', lane_key(g), '0', ids[g][1]) end
+    elseif at[g] > 1 then
+      call('ZREMRANGEBYRANK', lane_key(g), '0', int(at[g] - 2))
+    end
   end
   batch_run(later, 'ZADD')
   if taken > 0 then call('LTRIM', K_RING, int(taken), '-1') end

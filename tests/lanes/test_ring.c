@@ -424,6 +424,52 @@ LANE_TEST(ring, bulk_turns_drop_an_empty_lane_without_a_turn)
     cr_assert_str_eq(ring, "TENb", "TENzz is gone, TENa empty, TENb holds one");
 }
 
+/* Lanes with one job each in the claim (many tenants, few jobs): each is
+ * popped with one ZPOPMIN, no ZRANGE and no trim, and the ring keeps the
+ * lanes that still hold jobs. */
+LANE_TEST(ring, bulk_turns_pop_a_lane_with_one_job_in_the_claim)
+{
+    enqueue_n("TENa", 2);
+    enqueue_n("TENb", 1);
+    enqueue_n("TENc", 1);
+    freeReplyObject(redisCommand(fx_conn, "CONFIG RESETSTAT"));
+    struct leased out[3];
+    cr_assert_eq(fx_claim(3, 30000, out, NULL), 3);
+    cr_assert_str_eq(out[0].job, "JOBTENa-00000");
+    cr_assert_str_eq(out[1].job, "JOBTENb-00000");
+    cr_assert_str_eq(out[2].job, "JOBTENc-00000");
+    cr_assert_eq(fx_calls_of("zpopmin"), 3, "one ZPOPMIN a lane");
+    cr_assert_eq(fx_calls_of("zrange"), 0);
+    cr_assert_eq(fx_calls_of("zremrangebyrank"), 0);
+    char ring[64];
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "TENa");
+    cr_assert_eq(fx_claim(3, 30000, out, NULL), 1);
+    cr_assert_str_eq(out[0].job, "JOBTENa-00001");
+}
+
+/* A claim cut short by max_bytes puts a popped job it did not lease back
+ * at its lane's head: the next claim serves it, in the same order. */
+LANE_TEST(ring, bulk_turns_cut_short_put_a_popped_job_back)
+{
+    enqueue_n("TENa", 1);
+    enqueue_n("TENb", 1);
+    enqueue_n("TENc", 1);
+    /* Each payload {"n":1} is 7 bytes: the first job reaches 5. */
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_CLAIM, "3", "30000", "0", "5", NULL);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY);
+    cr_assert_eq(r->elements, 1 + 5, "one job");
+    cr_assert_str_eq(r->element[1]->str, "JOBTENa-00000");
+    freeReplyObject(r);
+    char ring[64];
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "TENb,TENc");
+    struct leased out[3];
+    cr_assert_eq(fx_claim(3, 30000, out, NULL), 2);
+    cr_assert_str_eq(out[0].job, "JOBTENb-00000");
+    cr_assert_str_eq(out[1].job, "JOBTENc-00000");
+}
+
 /* max_bytes cuts a bulk claim short after the job that reaches it: the
  * jobs read for later turns stay at their lanes' heads, and the ring is
  * what the turns taken leave, so the next claim goes on from there. */
