@@ -104,10 +104,9 @@ while i <= n do
       else
         -- The payload is not needed to answer 'duplicate': it is freed now,
         -- overwritten with '' in the same call as the state (an HDEL would
-        -- be one more call per job); lease_until likewise. job.lua reads an
-        -- empty payload or lease_until as absent.
-        call('HSET', row, 'state', 'completed', 'finished_ms', now, 'payload', '',
-             'lease_until', '')
+        -- be one more call per job). The views read an empty payload as
+        -- absent (lib.lua:row_view).
+        call('HSET', row, 'state', 'completed', 'finished_ms', now, 'payload', '')
         kept[#kept + 1] = id
       end
       out[#out + 1] = 'completed'

@@ -17,5 +17,4 @@ local deadline = now_ms() + lease_ms
 local dl = int(deadline)
 call('ZADD', K_ACTIVE, 'XX', dl, id)
 if g ~= '' then call('ZADD', lane_active_key(g), 'XX', dl, id) end
-call('HSET', row_key(id), 'lease_until', dl)
 return deadline

@@ -115,6 +115,32 @@ local function int_again(n)
 end
 
 local function row_key(id) return PFX .. 'job:' .. id end
+
+-- A job's row as the views show it (job.lua, peek.lua): HGETALL's fields
+-- but a completed row's freed payload ('') and any stored lease_until,
+-- then, while the job is active, lease_until from its score in the
+-- active index. A lease's deadline is kept there only (and in its lane's
+-- lease index): the row does not repeat it, which saved a field in every
+-- lease's and every completion's HSET. Rows an older emqd wrote may hold
+-- one, stale once the lease ended: it is never shown.
+local function row_view(id)
+  local row = call('HGETALL', row_key(id))
+  local out, active = {}, false
+  for i = 1, #row, 2 do
+    local f, v = row[i], row[i + 1]
+    if f == 'state' and v == 'active' then active = true end
+    if f ~= 'lease_until' and (f ~= 'payload' or v ~= '') then
+      out[#out + 1] = f
+      out[#out + 1] = v
+    end
+  end
+  local dl = active and call('ZSCORE', K_ACTIVE, id)
+  if dl then
+    out[#out + 1] = 'lease_until'
+    out[#out + 1] = dl
+  end
+  return out
+end
 local function lane_key(g) return PFX .. 'g:' .. g .. ':pending' end
 local function lane_active_key(g) return PFX .. 'g:' .. g .. ':active' end
 local function lane_delayed_key(g) return PFX .. 'g:' .. g .. ':delayed' end
@@ -701,8 +727,8 @@ local function lease(id, g, dl, tok, now, by, out, width, later)
   local row = row_key(id)
   local f = call('HMGET', row, 'attempts', 'payload', 'ready_ms', 'created_ms')
   local att = tonumber(f[1] or '0') + 1
-  call('HSET', row, 'state', 'active', 'attempts', int_again(att), 'lease', tok, 'lease_until', dl,
-       'lease_by', by or '')
+  call('HSET', row, 'state', 'active', 'attempts', int_again(att), 'lease', tok, 'lease_by',
+       by or '')
   if later then
     batch_put(later, g, dl, id)
   else
@@ -736,6 +762,7 @@ local function requeue(id, g, reason, now, att, max)
     local f = call('HMGET', row, 'attempts', 'max_attempts')
     att, max = tonumber(f[1] or '0'), tonumber(f[2] or '0')
   end
+  -- (lease_until: only a row an older emqd wrote holds one; row_view.)
   call('HDEL', row, 'lease', 'lease_until')
   local dead = max > 0 and att >= max
   local state, at, ts = 'pending', 'ready_ms', int(now)
@@ -862,8 +889,8 @@ local function admit_row(id, g, payload, delay, max, now, fresh, row, leased, no
   if leased then
     leased.tok = token(call('INCR', K_SEQ), now)
     call('HSET', row, 'state', state, 'group', g, 'payload', payload, 'attempts', '1',
-         'max_attempts', int_again(max), 'created_ms', now_s, 'lease', leased.tok,
-         'lease_until', leased.dl, 'lease_by', leased.by or '')
+         'max_attempts', int_again(max), 'created_ms', now_s, 'lease', leased.tok, 'lease_by',
+         leased.by or '')
     return 'leased'
   end
   call('HSET', row, 'state', state, 'group', g, 'payload', payload, 'attempts', '0',

@@ -9,7 +9,8 @@
 --        (1..1000), 6 max_bytes (> 0: stop once the page's payloads add
 --        up to this; at least one job)
 -- Returns {next cursor ('' when no job is left after this page), id,
--- {field, value, ...}, id, {...}, ...}: each job's row as HGETALL has it.
+-- {field, value, ...}, id, {...}, ...}: each job's row as job.lua shows
+-- it (lib.lua:row_view: an active job's lease_until last).
 --
 -- Service order: a lane and the flat set are sorted sets of score 0, so
 -- ordered by id, and serve their smallest id first; a page resumes after
@@ -44,7 +45,7 @@ else
 end
 local out, bytes, n = {''}, 0, 0
 for i = 1, math.min(#ids, count) do
-  local row = call('HGETALL', row_key(ids[i]))
+  local row = row_view(ids[i])
   out[#out + 1] = ids[i]
   out[#out + 1] = row
   n = i

@@ -153,9 +153,7 @@ void cf_settle(void)
 
 void cf_await_lease_out(const char *job)
 {
-    char until[32];
-    fx_row(job, "lease_until", until, sizeof(until));
-    fx_await_past(atoll(until));
+    fx_await_past(fx_deadline(job));
 }
 
 /* ---- moving a queue's slot --------------------------------------------- */

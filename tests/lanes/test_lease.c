@@ -334,6 +334,55 @@ static long long promote(void)
     return n;
 }
 
+/* The field of a row view (job.lua, peek.lua) named f, and how often it
+ * is there: every field appears once at most. */
+static const char *view_field(const redisReply *row, const char *f, int *times)
+{
+    const char *v = NULL;
+    *times = 0;
+    for (size_t i = 0; i + 1 < row->elements; i += 2)
+        if (strcmp(row->element[i]->str, f) == 0) {
+            v = row->element[i + 1]->str;
+            (*times)++;
+        }
+    return v;
+}
+
+/* A lease's deadline is kept in the lease indexes only: the row does not
+ * repeat it, and the views read it from the active index while the job
+ * is active, also over a stale lease_until that an older emqd left in the
+ * row. Extended, the views follow; completed, they show none. */
+LANE_TEST(lease, the_views_read_a_lease_deadline_from_the_active_index)
+{
+    cr_assert_eq(fx_enqueue("JOB1", "TENa", "{}"), 1);
+    struct leased l[1];
+    long long dl;
+    cr_assert_eq(fx_claim(1, 60000, l, &dl), 1);
+    char v[32];
+    fx_row("JOB1", "lease_until", v, sizeof(v));
+    cr_assert_str_eq(v, "", "the row holds no deadline");
+    freeReplyObject(redisCommand(fx_conn, "HSET %sjob:JOB1 lease_until 5", fx_q.prefix));
+    long long nd = fx_int(SCRIPT_EXTEND, "JOB1", l[0].lease, "120000", NULL);
+    cr_assert_gt(nd, dl);
+    for (int peek = 0; peek < 2; peek++) {
+        redisReply *r = peek ? lanes_call(fx_conn, &fx_q, SCRIPT_PEEK, "active", "", "", "10", NULL)
+                             : lanes_call(fx_conn, &fx_q, SCRIPT_JOB, "JOB1", NULL);
+        cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY);
+        const redisReply *row = peek ? r->element[2] : r;
+        int times;
+        const char *until = view_field(row, "lease_until", &times);
+        cr_assert_eq(times, 1, "lease_until once, not the row's stale one too");
+        cr_assert_eq(atoll(until), nd, "the extended deadline, from the index");
+        freeReplyObject(r);
+    }
+    fx_complete_all(l, 1, "3600000");
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_JOB, "JOB1", NULL);
+    int times;
+    view_field(r, "lease_until", &times);
+    cr_assert_eq(times, 0, "a completed job shows no deadline");
+    freeReplyObject(r);
+}
+
 LANE_TEST(lease, completed_rows_are_kept_for_the_retention_then_retired)
 {
     /* Kept for an hour: within the test the row is surely there. */
@@ -544,9 +593,7 @@ LANE_TEST(lease, extend_moves_the_deadline_so_the_reaper_skips_it)
     r = lanes_call(fx_conn, &fx_q, SCRIPT_REAP_GROUP, "TENa", "100", NULL);
     cr_assert_eq(r->integer, 0, "the group's lease index was extended too");
     freeReplyObject(r);
-    char until[32];
-    fx_row("JOB1", "lease_until", until, sizeof(until));
-    cr_assert_eq(atoll(until), extended);
+    cr_assert_eq(fx_deadline("JOB1"), extended);
 }
 
 LANE_TEST(lease, release_returns_jobs_at_once_with_the_attempt_counted)

@@ -3,6 +3,7 @@
 
 #include <criterion/criterion.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -187,6 +188,15 @@ void fx_row(const char *job, const char *field, char *out, size_t cap)
     cr_assert_not_null(r);
     snprintf(out, cap, "%s", r->type == REDIS_REPLY_STRING ? r->str : "");
     freeReplyObject(r);
+}
+
+long long fx_deadline(const char *job)
+{
+    redisReply *r = redisCommand(fx_conn, "ZSCORE %s %s", fx_q.names[KEY_ACTIVE], job);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_STRING, "%s is not in the active index", job);
+    long long dl = atoll(r->str);
+    freeReplyObject(r);
+    return dl;
 }
 
 long long fx_now_ms(void)

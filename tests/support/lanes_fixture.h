@@ -84,6 +84,10 @@ void fx_complete_all(const struct leased *j, int n, const char *keep_ms);
 /* HGET of a job row field into out ("" when absent). */
 void fx_row(const char *job, const char *field, char *out, size_t cap);
 
+/* A leased job's deadline: its score in the queue's active index (the row
+ * does not keep it); asserts the job is there. */
+long long fx_deadline(const char *job);
+
 /* Redis's clock in ms (the scripts' now_ms), asserting TIME answered. */
 long long fx_now_ms(void);
 
