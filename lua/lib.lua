@@ -117,22 +117,29 @@ end
 local function row_key(id) return PFX .. 'job:' .. id end
 
 -- A job's row as the views show it (job.lua, peek.lua): HGETALL's fields
--- but a completed row's freed payload ('') and any stored lease_until,
--- then, while the job is active, lease_until from its score in the
--- active index. A lease's deadline is kept there only (and in its lane's
--- lease index): the row does not repeat it, which saved a field in every
--- lease's and every completion's HSET. Rows an older emqd wrote may hold
--- one, stale once the lease ended: it is never shown.
+-- but a completed row's freed payload ('') and any stored lease_until;
+-- then attempts 0 when the row has no attempts field (a job never leased:
+-- enqueue writes none); then, while the job is active, lease_until from
+-- its score in the active index. A lease's deadline is kept there only
+-- (and in its lane's lease index): the row does not repeat it, which
+-- saved a field in every lease's and every completion's HSET. Rows an
+-- older emqd wrote may hold one, stale once the lease ended: it is never
+-- shown.
 local function row_view(id)
   local row = call('HGETALL', row_key(id))
-  local out, active = {}, false
+  local out, active, attempts = {}, false, false
   for i = 1, #row, 2 do
     local f, v = row[i], row[i + 1]
     if f == 'state' and v == 'active' then active = true end
+    if f == 'attempts' then attempts = true end
     if f ~= 'lease_until' and (f ~= 'payload' or v ~= '') then
       out[#out + 1] = f
       out[#out + 1] = v
     end
+  end
+  if #row > 0 and not attempts then
+    out[#out + 1] = 'attempts'
+    out[#out + 1] = '0'
   end
   local dl = active and call('ZSCORE', K_ACTIVE, id)
   if dl then
@@ -893,8 +900,10 @@ local function admit_row(id, g, payload, delay, max, now, fresh, row, leased, no
          leased.by or '')
     return 'leased'
   end
-  call('HSET', row, 'state', state, 'group', g, 'payload', payload, 'attempts', '0',
-       'max_attempts', int_again(max), 'created_ms', now_s)
+  -- No attempts field: absent reads as 0 (every reader says `or '0'`, and
+  -- row_view shows it), and a field fewer saves ~1.5k instructions a job.
+  call('HSET', row, 'state', state, 'group', g, 'payload', payload, 'max_attempts',
+       int_again(max), 'created_ms', now_s)
   if delay == 0 then return 'ready' end
   to_delayed(id, g, int(now + delay))
   if g ~= '' then call('SADD', K_GROUPS, g) end
