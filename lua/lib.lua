@@ -148,6 +148,7 @@ local function row_view(id)
   end
   return out
 end
+
 local function lane_key(g) return PFX .. 'g:' .. g .. ':pending' end
 local function lane_active_key(g) return PFX .. 'g:' .. g .. ':active' end
 local function lane_delayed_key(g) return PFX .. 'g:' .. g .. ':delayed' end
@@ -900,7 +901,8 @@ local function admit_row(id, g, payload, delay, max, now, fresh, row, leased, no
          leased.by or '')
     return 'leased'
   end
-  -- No attempts field: absent reads as 0 (every reader says `or '0'`, and
+  -- No attempts field: absent reads as 0 (lease, requeue and give_back,
+  -- the scripts that may meet a job not yet leased, read it `or '0'`, and
   -- row_view shows it), and a field fewer saves ~1.5k instructions a job.
   call('HSET', row, 'state', state, 'group', g, 'payload', payload, 'max_attempts',
        int_again(max), 'created_ms', now_s)
