@@ -446,26 +446,40 @@ LANE_TEST(ring, bulk_turns_pop_a_lane_with_one_job_in_the_claim)
     cr_assert_str_eq(out[0].job, "JOBTENa-00001");
 }
 
-/* A claim cut short by max_bytes puts a popped job it did not lease back
- * at its lane's head: the next claim serves it, in the same order. */
+/* Lanes TENa, TENb, TENc of per jobs each, a claim of n cut short by
+ * max_bytes: it leases want (in turn order), leaves the ring as ring, and
+ * the next claim of n serves next. Each payload {"n":1} is 7 bytes. */
+static void cut_short(int per, const char *n, const char *max_bytes, const char *const *want,
+                      size_t nwant, const char *ring, const char *const *next, size_t nnext)
+{
+    enqueue_n("TENa", per);
+    enqueue_n("TENb", per);
+    enqueue_n("TENc", per);
+    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_CLAIM, n, "30000", "0", max_bytes, NULL);
+    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY);
+    cr_assert_eq(r->elements, 1 + 5 * nwant, "%zu jobs, the last reaching %s bytes", nwant,
+                 max_bytes);
+    for (size_t i = 0; i < nwant; i++)
+        cr_assert_str_eq(r->element[1 + 5 * i]->str, want[i]);
+    freeReplyObject(r);
+    char got[64];
+    fx_ring(got, sizeof(got));
+    cr_assert_str_eq(got, ring);
+    struct leased out[16];
+    cr_assert_lt(atoi(n), 16);
+    cr_assert_eq(fx_claim((size_t)atoi(n), 30000, out, NULL), nnext);
+    for (size_t i = 0; i < nnext; i++)
+        cr_assert_str_eq(out[i].job, next[i]);
+}
+
+/* A claim cut short by max_bytes puts a popped job (a lane's one job of
+ * the call) it did not lease back at its lane's head: the next claim
+ * serves it, in the same order. */
 LANE_TEST(ring, bulk_turns_cut_short_put_a_popped_job_back)
 {
-    enqueue_n("TENa", 1);
-    enqueue_n("TENb", 1);
-    enqueue_n("TENc", 1);
-    /* Each payload {"n":1} is 7 bytes: the first job reaches 5. */
-    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_CLAIM, "3", "30000", "0", "5", NULL);
-    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY);
-    cr_assert_eq(r->elements, 1 + 5, "one job");
-    cr_assert_str_eq(r->element[1]->str, "JOBTENa-00000");
-    freeReplyObject(r);
-    char ring[64];
-    fx_ring(ring, sizeof(ring));
-    cr_assert_str_eq(ring, "TENb,TENc");
-    struct leased out[3];
-    cr_assert_eq(fx_claim(3, 30000, out, NULL), 2);
-    cr_assert_str_eq(out[0].job, "JOBTENb-00000");
-    cr_assert_str_eq(out[1].job, "JOBTENc-00000");
+    const char *want[] = {"JOBTENa-00000"};
+    const char *next[] = {"JOBTENb-00000", "JOBTENc-00000"};
+    cut_short(1, "3", "5", want, 1, "TENb,TENc", next, 2);
 }
 
 /* max_bytes cuts a bulk claim short after the job that reaches it: the
@@ -473,24 +487,8 @@ LANE_TEST(ring, bulk_turns_cut_short_put_a_popped_job_back)
  * what the turns taken leave, so the next claim goes on from there. */
 LANE_TEST(ring, bulk_turns_cut_short_by_max_bytes_leave_the_rest_in_place)
 {
-    enqueue_n("TENa", 3);
-    enqueue_n("TENb", 3);
-    enqueue_n("TENc", 3);
-    /* Each payload {"n":1} is 7 bytes: 4 jobs reach 28. */
-    redisReply *r = lanes_call(fx_conn, &fx_q, SCRIPT_CLAIM, "9", "30000", "0", "22", NULL);
-    cr_assert(r != NULL && r->type == REDIS_REPLY_ARRAY);
-    cr_assert_eq(r->elements, 1 + 4 * 5, "four jobs, the fourth reaching 22 bytes");
     const char *want[] = {"JOBTENa-00000", "JOBTENb-00000", "JOBTENc-00000", "JOBTENa-00001"};
-    for (int i = 0; i < 4; i++)
-        cr_assert_str_eq(r->element[1 + 5 * i]->str, want[i]);
-    freeReplyObject(r);
-    char ring[64];
-    fx_ring(ring, sizeof(ring));
-    cr_assert_str_eq(ring, "TENb,TENc,TENa");
-    struct leased out[5];
-    cr_assert_eq(fx_claim(5, 30000, out, NULL), 5);
     const char *next[] = {"JOBTENb-00001", "JOBTENc-00001", "JOBTENa-00002", "JOBTENb-00002",
                           "JOBTENc-00002"};
-    for (int i = 0; i < 5; i++)
-        cr_assert_str_eq(out[i].job, next[i]);
+    cut_short(3, "9", "22", want, 4, "TENb,TENc,TENa", next, 5);
 }
