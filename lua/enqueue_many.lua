@@ -13,7 +13,7 @@
 -- most STORE_ITEMS_PER_CALL items, and about STORE_BYTES_PER_CALL of
 -- payloads, per call, to keep one call's Redis
 -- time near a millisecond) means the same as one call. What a call
--- shares is its fixed cost: one EVALSHA, one prelude, one TIME (the items
+-- shares is its fixed cost: one FCALL, one begin(), one TIME (the items
 -- of one call are created at the same server millisecond), and the
 -- duplicate check: one EXISTS over all its items' rows. When it finds none
 -- (a re-sent id is the exception), an item is a duplicate only of an

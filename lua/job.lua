@@ -6,8 +6,9 @@
 -- active job's lease_until last); empty if none.
 --
 -- A script rather than a plain HGETALL so that it runs in order with the
--- queue's other calls even across a NOSCRIPT recovery (daemon/store/pool.c),
--- which holds and resends script calls only.
+-- queue's other calls even across the recovery of a lost library
+-- ("Function not found", daemon/store/pool.c), which holds and resends
+-- script calls only.
 -- The row as the views show it (lib.lua:row_view): a completed row's
 -- freed payload reads as absent, and an active job's lease_until comes
 -- from the active index, the one place its deadline is kept.

@@ -1,5 +1,7 @@
--- lib.lua: the prelude every lane script is built with (scripts/embed_lua.py
--- prepends it), so the lane rules live in one place.
+-- lib.lua: the lane rules every script uses, in one place. It heads the
+-- Redis Functions library that scripts/embed_lua.py builds from lua/: this
+-- file once, then each script as a function of that library, loaded into
+-- Redis once (FUNCTION LOAD) and called with FCALL.
 --
 -- The queue's ten fixed keys, in the order of daemon/store/keys.h's enum
 -- key_id (a unit test keeps the two in step). Each is built here from the
@@ -69,25 +71,16 @@
 -- Turn rule (invariant 6): glimit's turn field, when present, names the
 -- ring head G and a count 1 <= used < weight[G]; it is absent when no
 -- group has a weight.
--- luacheck: push ignore 211 (some scripts use only part of the prelude)
-local PFX = ARGV[1]
--- One definition each, so that a script is shipped with only the names it
--- uses (scripts/embed_lua.py): a key name built here costs Redis a few
--- hundred instructions, one passed in KEYS about 1,300.
-local K_RING = PFX .. 'ring'
-local K_GLIMIT = PFX .. 'glimit'
-local K_PAUSED = PFX .. 'paused'
-local K_ACTIVE = PFX .. 'active'
-local K_DELAYED = PFX .. 'delayed'
-local K_DEAD = PFX .. 'dead'
-local K_PENDING = PFX .. 'pending'
-local K_WAKE = PFX .. 'wake'
-local K_SEQ = PFX .. 'seq'
-local K_GROUPS = PFX .. 'groups'
-local K_THROTTLED = PFX .. 'throttled'
-local K_DONE = PFX .. 'done'
-
-local call = redis.call
+-- luacheck: push ignore 211 231 (a definition, or a memo begin() resets, that a script does not use)
+-- The call's prefix ARGV[1] and the queue's key names built from it, and
+-- redis.call: set by begin() (at the end of this file) as each call
+-- starts. The library is loaded once (scripts/embed_lua.py), so these are
+-- the library's own variables, shared by every call: none may carry a
+-- value from one call into the next except where begin() says so.
+local PFX
+local K_RING, K_GLIMIT, K_PAUSED, K_ACTIVE, K_DELAYED, K_DEAD, K_PENDING
+local K_WAKE, K_SEQ, K_GROUPS, K_THROTTLED, K_DONE, K_ON
+local call
 
 -- Milliseconds on the Redis server's clock: every deadline is on this clock,
 -- so daemons with skewed clocks still agree on when a lease runs out.
@@ -295,7 +288,6 @@ end
 -- joining a non-empty ring has no one to wake: the ring being non-empty
 -- means its first lane already woke them. With many one-job tenants this
 -- saves the LPUSH, LTRIM and SPUBLISH (and a daemon-side pump) per job.
-local K_ON = PFX .. 'replace:on'
 local function ring_push(g)
   if call('RPUSH', K_RING, g) == 1 then wake() end
   if walking then call('SADD', K_ON, g) end
@@ -910,5 +902,47 @@ local function admit_row(id, g, payload, delay, max, now, fresh, row, leased, no
   to_delayed(id, g, int(now + delay))
   if g ~= '' then call('SADD', K_GROUPS, g) end
   return 'delayed'
+end
+
+-- Run first by every function of the library (scripts/embed_lua.py). The
+-- key names of a queue are built on its first call and kept, so a call
+-- builds none (~300 instructions a name, when every call built them); a
+-- daemon serves few queues, but the table is cleared once it holds 1,024
+-- of them, so no run of prefixes grows it without bound. The memos of a
+-- call (any_limit, any_paused, clock_ms, walking) start empty: they hold
+-- what this call read. int_again's is kept: it maps a number to its
+-- text, true in every call.
+local names_of, names_count = {}, 0
+local function begin(argv)
+  call = redis.call
+  local pfx = argv[1]
+  if pfx ~= PFX then
+    PFX = pfx
+    local k = names_of[pfx]
+    if k then
+      K_RING, K_GLIMIT, K_PAUSED, K_ACTIVE, K_DELAYED = k[1], k[2], k[3], k[4], k[5]
+      K_DEAD, K_PENDING, K_WAKE, K_SEQ, K_GROUPS = k[6], k[7], k[8], k[9], k[10]
+      K_THROTTLED, K_DONE, K_ON = k[11], k[12], k[13]
+    else
+      K_RING = pfx .. 'ring'
+      K_GLIMIT = pfx .. 'glimit'
+      K_PAUSED = pfx .. 'paused'
+      K_ACTIVE = pfx .. 'active'
+      K_DELAYED = pfx .. 'delayed'
+      K_DEAD = pfx .. 'dead'
+      K_PENDING = pfx .. 'pending'
+      K_WAKE = pfx .. 'wake'
+      K_SEQ = pfx .. 'seq'
+      K_GROUPS = pfx .. 'groups'
+      K_THROTTLED = pfx .. 'throttled'
+      K_DONE = pfx .. 'done'
+      K_ON = pfx .. 'replace:on'
+      if names_count >= 1024 then names_of, names_count = {}, 0 end
+      names_of[pfx] = {K_RING, K_GLIMIT, K_PAUSED, K_ACTIVE, K_DELAYED, K_DEAD, K_PENDING,
+                       K_WAKE, K_SEQ, K_GROUPS, K_THROTTLED, K_DONE, K_ON}
+      names_count = names_count + 1
+    end
+  end
+  any_limit, any_paused, clock_ms, walking = nil, nil, nil, nil
 end
 -- luacheck: pop

@@ -49,8 +49,8 @@ int store_enqueue(struct store_queue *sq, const struct store_enqueue_args *a, st
  * call carries. A script runs alone in Redis, and every queue waits
  * behind it: 64 items of 1 KiB took it 1.0 ms a call (INFO commandstats,
  * 10 groups) and 1.5 ms when each item opened a new lane, so 32 keep a
- * call under a millisecond while sharing its fixed cost (the EVALSHA,
- * the prelude, TIME: as much as a few items) over many jobs. A call is
+ * call under a millisecond while sharing its fixed cost (the FCALL,
+ * begin(), TIME: as much as a few items) over many jobs. A call is
  * cut early once its payloads reach STORE_BYTES_PER_CALL, so large
  * payloads do not make a long call either. Callers split larger batches,
  * in order (server/cmd_jobs.c). */

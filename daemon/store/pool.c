@@ -150,8 +150,8 @@ static struct pool_conn *route_pick(struct pool *p, struct pool_req *r)
 }
 
 /* Fail r on the next turn: no connection could take it, or it waited on
- * one that went. It was never written (or, after NOSCRIPT, it did not
- * run): POOL_ENOTSENT. */
+ * one that went. It was never written (or, after "Function not found",
+ * it did not run): POOL_ENOTSENT. */
 void pool_req_fail_later(struct pool *p, struct pool_req *r)
 {
     r->conn = NULL;
@@ -173,9 +173,69 @@ static bool p_cluster_asking(const struct pool_conn *c, const struct pool_req *r
     return slot >= 0 && p->slot_node[slot] != c->node;
 }
 
-/* Write r on c: its command, or after NOSCRIPT the same call as EVAL with
- * the script's source (which also caches the script). Returns 0, or -1
- * when hiredis refused it (c is then failing). */
+/* Write FUNCTION LOAD of the library on c (pool_library_load_cb takes
+ * its reply). 0, or -1 when hiredis refused it (c is then failing). */
+static int library_load(struct pool_conn *c)
+{
+    const char *argv[3] = {"FUNCTION", "LOAD", lua_library};
+    size_t lens[3] = {8, 4, lua_library_len};
+    if (redisAsyncCommandArgv(c->ac, pool_library_load_cb, c, 3, argv, lens) != REDIS_OK) {
+        pool_conn_fail_soon(c);
+        return -1;
+    }
+    c->load_tried_ms = uv_now(c->pool->loop);
+    return 0;
+}
+
+/* Write SCRIPT LOAD of every fallback script on c, so that the EVALSHAs
+ * written after find them all: were some cached and others not, a call
+ * refused NOSCRIPT and resent could run after a later one that was not
+ * (one connection is in order only for what runs). 0, or -1 (c is then
+ * failing). */
+static int scripts_load(struct pool_conn *c)
+{
+    for (int i = 0; i < SCRIPT__COUNT; i++) {
+        const char *argv[3] = {"SCRIPT", "LOAD", script_table[i].source};
+        size_t lens[3] = {6, 4, script_table[i].length};
+        if (redisAsyncCommandArgv(c->ac, NULL, NULL, 3, argv, lens) != REDIS_OK) {
+            pool_conn_fail_soon(c);
+            return -1;
+        }
+    }
+    c->scripts_cached = true;
+    return 0;
+}
+
+/* Script call r by EVALSHA of its fallback script: the same arguments
+ * after the verb and its function's name (r->tail on), so the same
+ * count. */
+static int write_evalsha(struct pool_conn *c, struct pool_req *r)
+{
+    const struct script *s = &script_table[r->script];
+    const char *hdr_end = memchr(r->cmd, '\n', r->len);
+    size_t hdr = (size_t)(hdr_end - r->cmd) + 1;
+    size_t len = hdr + resp_arg_len(7) + resp_arg_len(40) + (r->len - r->tail);
+    char *buf = malloc(len), *w;
+    if (buf == NULL)
+        return REDIS_ERR;
+    memcpy(buf, r->cmd, hdr);
+    w = resp_put_arg(buf + hdr, "EVALSHA", 7);
+    w = resp_put_arg(w, s->sha1, 40);
+    memcpy(w, r->cmd + r->tail, r->len - r->tail);
+    int rc = redisAsyncFormattedCommand(c->ac, req_reply_cb, r, buf, len);
+    free(buf);
+    return rc;
+}
+
+/* Write r on c: its command (FCALL for a script call). A call Redis
+ * refused with "Function not found" goes behind a FUNCTION LOAD, one per
+ * connection per release. On a connection whose Redis would not load the
+ * library (c->by_eval: at maxmemory, an ACL without FUNCTION) a script
+ * call goes by EVALSHA of its fallback script, behind a SCRIPT LOAD of
+ * them all whenever the cache may have lost them (entering that mode,
+ * NOSCRIPT), and now and then a FUNCTION LOAD goes before it, to leave
+ * that mode once Redis takes the library (scripts/embed_lua.py).
+ * Returns 0, or -1 when hiredis refused it (c is then failing). */
 int pool_req_write(struct pool_conn *c, struct pool_req *r)
 {
     int rc;
@@ -187,28 +247,32 @@ int pool_req_write(struct pool_conn *c, struct pool_req *r)
         pool_conn_fail_soon(c);
         return -1;
     }
-    if (!r->noscript) {
-        rc = redisAsyncFormattedCommand(c->ac, req_reply_cb, r, r->cmd, r->len);
-    } else {
-        const struct script *s = &script_table[r->script];
-        const char *hdr_end = memchr(r->cmd, '\n', r->len);
-        size_t hdr = (size_t)(hdr_end - r->cmd) + 1;
-        size_t len = hdr + resp_arg_len(4) + resp_arg_len(s->length) + (r->len - r->tail);
-        char *buf = malloc(len), *w;
-        if (buf == NULL)
-            return -1;
-        memcpy(buf, r->cmd, hdr);
-        w = resp_put_arg(buf + hdr, "EVAL", 4);
-        w = resp_put_arg(w, s->source, s->length);
-        memcpy(w, r->cmd + r->tail, r->len - r->tail);
-        rc = redisAsyncFormattedCommand(c->ac, req_reply_cb, r, buf, len);
-        free(buf);
-        if (rc == REDIS_OK) {
-            r->noscript = false;
-            r->resent = true;
-            r->pool->stats.noscript++;
-        }
+    bool again = r->reload || r->noscript;
+    if (again) {
+        r->resends++;
+        r->pool->stats.reloaded++;
     }
+    if (r->script >= 0 && c->by_eval) {
+        unsigned shift = c->load_refusals > 5 ? 5 : c->load_refusals;
+        uint64_t wait = (1000u << shift) / 2; /* 1 s after the first refusal, up to 16 s */
+        if (uv_now(c->pool->loop) - c->load_tried_ms >= wait && library_load(c) != 0)
+            return -1;
+        if (!c->scripts_cached && scripts_load(c) != 0)
+            return -1;
+        rc = write_evalsha(c, r);
+    } else {
+        /* Ahead of it on the same connection, so Redis has the library
+         * again when the call runs (one connection is in order). A load
+         * that meets the library already there (another connection's,
+         * another daemon's) is as good as its own (pool_library_loaded). */
+        if (r->reload && c->loaded_in != c->pool->releases) {
+            if (library_load(c) != 0)
+                return -1;
+            c->loaded_in = c->pool->releases;
+        }
+        rc = redisAsyncFormattedCommand(c->ac, req_reply_cb, r, r->cmd, r->len);
+    }
+    r->reload = r->noscript = false;
     if (rc != REDIS_OK) {
         pool_conn_fail_soon(c);
         return -1;
@@ -257,7 +321,8 @@ static void req_dispatch(struct pool *p, struct pool_req *r)
 
 /* Resend r, one of the bounced requests (redo) of held connection c:
  * after MOVED or ASK to the node that serves it now, after TRYAGAIN to
- * the same node, after NOSCRIPT on c as EVAL. A request whose route has
+ * the same node, after "Function not found" on c behind a FUNCTION LOAD
+ * (pool_req_write). A request whose route has
  * had one resent in this release (gen) follows that one instead, to the
  * same connection and behind it, whatever its own bounce said: r was
  * written after it, and split over two nodes the later one could take
@@ -387,7 +452,7 @@ static void req_reply_cb(redisAsyncContext *ac, void *rep, void *privdata)
         /* The slot is served elsewhere (MOVED) or being moved there (ASK).
          * Every request written on c after r whose keys are in that slot
          * is refused the same way (docs/ARCHITECTURE.md: routing on a
-         * cluster), so hold c as after NOSCRIPT: once all written before
+         * cluster), so hold c as after a missing library: once all written before
          * have answered, the refused ones go to the new node in the order
          * they were sent, and what waited behind them follows. */
         pool_ack_detach(r);
@@ -399,12 +464,21 @@ static void req_reply_cb(redisAsyncContext *ac, void *rep, void *privdata)
         if (c->sent.first == NULL)
             conn_release_or_wait(c);
         return;
-    } else if (r->script >= 0 && !r->resent && reply->type == REDIS_REPLY_ERROR &&
-               strncmp(reply->str, "NOSCRIPT", 8) == 0) {
-        /* The script cache was flushed: every script call written after
-         * this one answers NOSCRIPT too. Hold c until they all have, then
-         * resend them in the order they were sent. */
-        r->noscript = true;
+    } else if (r->script >= 0 && r->resends < POOL_SCRIPT_RESENDS &&
+               reply->type == REDIS_REPLY_ERROR &&
+               (pool_function_missing(reply->str) || strncmp(reply->str, "NOSCRIPT", 8) == 0)) {
+        /* The library is gone (FUNCTION FLUSH, a Redis restarted without
+         * persistence), or by EVALSHA the script cache: every call written
+         * after this one is refused the same way. Hold c until they all
+         * have answered, then resend them in the order they were sent,
+         * behind a FUNCTION LOAD or a SCRIPT LOAD of the fallback scripts
+         * (pool_req_write). */
+        if (pool_function_missing(reply->str)) {
+            r->reload = true;
+        } else {
+            r->noscript = true;
+            c->scripts_cached = false;
+        }
         pool_ack_detach(r);
         r->conn = c;
         list_append(&c->redo, r);
@@ -467,7 +541,7 @@ int pool_script(struct pool *p, struct pool_route *rt, enum script_id id, const 
     if ((int)id < 0 || id >= SCRIPT__COUNT || k == NULL)
         return -EINVAL;
 
-    /* EVALSHA sha numkeys [KEYS...] prefix ARGV... as one RESP command.
+    /* FCALL function numkeys [KEYS...] prefix ARGV... as one RESP command.
      * The scripts build every key name from the prefix (lib.lua), so off
      * a cluster no key is declared: a key passed in KEYS costs Redis about
      * 1,300 instructions a call, several times what building it in Lua
@@ -483,8 +557,7 @@ int pool_script(struct pool *p, struct pool_route *rt, enum script_id id, const 
     const struct script *s = &script_table[id];
     size_t nkeys = p->cluster ? KEY__COUNT + 1 : 0;
     size_t nargs = 3 + nkeys + 1 + (size_t)argc;
-    size_t len = 1 + resp_digits(nargs) + 2 + resp_arg_len(7) + resp_arg_len(40);
-    size_t tail = len;
+    size_t len = 1 + resp_digits(nargs) + 2 + resp_arg_len(5) + resp_arg_len(s->function_len);
     len += resp_arg_len(resp_digits(nkeys)) + resp_arg_len(k->prefix_len);
     for (int i = 0; p->cluster && i < KEY__COUNT; i++)
         len += resp_arg_len(k->lens[i]);
@@ -503,13 +576,13 @@ int pool_script(struct pool *p, struct pool_route *rt, enum script_id id, const 
                            .writes = s->writes,
                            .slot = -1,
                            .target = -1,
-                           .len = len,
-                           .tail = tail};
+                           .len = len};
     char numkeys[24], *w = r->cmd;
     size_t numkeys_len = (size_t)(resp_put_uint(numkeys, nkeys) - numkeys);
     w = resp_put_num(w, '*', nargs);
-    w = resp_put_arg(w, "EVALSHA", 7);
-    w = resp_put_arg(w, s->sha1, 40);
+    w = resp_put_arg(w, "FCALL", 5);
+    w = resp_put_arg(w, s->function, s->function_len);
+    r->tail = (size_t)(w - r->cmd);
     w = resp_put_arg(w, numkeys, numkeys_len);
     for (int i = 0; p->cluster && i < KEY__COUNT; i++)
         w = resp_put_arg(w, k->names[i], k->lens[i]);

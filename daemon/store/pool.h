@@ -1,5 +1,6 @@
 /* pool: N async hiredis connections on one libuv loop that run the embedded
- * lane scripts (EVALSHA, falling back to EVAL on NOSCRIPT) and plain
+ * lane scripts (FCALL of the library lua_scripts.h holds, loaded again
+ * when Redis has lost it) and plain
  * commands, with per-request deadlines, reconnect with backoff, and one
  * subscriber connection per node for sharded pub/sub.
  *
@@ -112,7 +113,7 @@ struct pool_stats {
     uint64_t failures;   /* callbacks that ran with POOL_EUNAVAILABLE */
     uint64_t reconnects; /* connection attempts after each connection's first */
     uint64_t recovered;  /* connections ready again after having been ready and lost */
-    uint64_t noscript;   /* script calls resent as EVAL after NOSCRIPT */
+    uint64_t reloaded;   /* script calls resent behind FUNCTION LOAD ("Function not found") */
     uint64_t fenced;     /* lost connections fenced with CLIENT KILL (pool_fenced) */
     uint64_t moved;      /* requests resent after MOVED (cluster) */
     uint64_t asked;      /* requests resent with ASKING after ASK (cluster) */
@@ -130,17 +131,20 @@ struct pool_stats {
 };
 
 /* Create a pool on loop and start connecting every connection; the pool
- * is up once one of them has authenticated and loaded every script (see
+ * is up once one of them has authenticated and loaded the scripts (see
  * pool_on_state). Returns 0, or -EINVAL (size < 1, host not an IP
  * literal, path too long) or -ENOMEM, with nothing created. */
 int pool_new(uv_loop_t *loop, const struct pool_config *cfg, struct pool **out);
 
-/* Run script id: EVALSHA with no KEYS (on a cluster, k's ten names and
- * its guard), ARGV =
- * k->prefix then the argc arguments argv/lens (copied; the caller's
- * buffers may go away on return). On NOSCRIPT the same call is resent once
- * as EVAL with the script's source, with a fresh deadline, and that reply
- * is delivered: the caller never sees NOSCRIPT. With a route rt (NULL:
+/* Run script id: FCALL of its function with no KEYS (on a cluster, k's
+ * ten names and its guard), ARGV = k->prefix then the argc arguments
+ * argv/lens (copied; the caller's buffers may go away on return). When
+ * Redis answers "Function not found" (the library flushed, or Redis
+ * restarted without persistence), the same call is resent behind a
+ * FUNCTION LOAD, with a fresh deadline, and that reply is delivered: the
+ * caller never sees the missing library. Where Redis refuses the library
+ * (maxmemory, an ACL) the call goes by EVALSHA of the script's fallback
+ * form instead (scripts/embed_lua.py). With a route rt (NULL:
  * none) it runs in order with the route's other requests, across that
  * resend too.
  *

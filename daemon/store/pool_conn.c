@@ -477,8 +477,55 @@ static void setup_identity(struct pool_conn *c, int step, const redisReply *repl
                   reply->str);
 }
 
-/* One setup reply: AUTH, SELECT, CLIENT ID, INFO server, then one SCRIPT
- * LOAD per script. */
+bool pool_function_missing(const char *err)
+{
+    return strncmp(err, "ERR Function not found", 22) == 0;
+}
+
+bool pool_library_loaded(const redisReply *reply)
+{
+    if (reply->type == REDIS_REPLY_STRING || reply->type == REDIS_REPLY_STATUS)
+        return strcmp(reply->str, lua_library_name) == 0;
+    /* "ERR Library 'emq_<v>' already exists": the name carries the
+     * library's version (scripts/embed_lua.py), so the one there is this
+     * one, byte for byte. */
+    return reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "ERR Library '", 13) == 0 &&
+           strncmp(reply->str + 13, lua_library_name, strlen(lua_library_name)) == 0 &&
+           strcmp(reply->str + 13 + strlen(lua_library_name), "' already exists") == 0;
+}
+
+void pool_library_reply(struct pool_conn *c, const redisReply *reply)
+{
+    bool was = c->by_eval;
+    c->by_eval = !pool_library_loaded(reply);
+    if (c->by_eval && !was)
+        c->scripts_cached = false; /* load them before the first EVALSHA */
+    c->load_tried_ms = uv_now(c->pool->loop);
+    c->load_refusals = c->by_eval ? c->load_refusals + 1 : 0;
+    /* A replica (a cluster seed, a master turned replica) takes no
+     * FUNCTION LOAD and runs no script call (it answers MOVED): nothing
+     * to tell. */
+    bool replica = reply->type == REDIS_REPLY_ERROR && strncmp(reply->str, "READONLY", 8) == 0;
+    if (c->by_eval && !was && !replica)
+        log_event(
+            LOG_WARN,
+            "redis refused to load the lane scripts: running them by EVAL until it takes them",
+            "library=%s error=%s", lua_library_name,
+            reply->type == REDIS_REPLY_ERROR ? reply->str : "an unexpected reply");
+    else if (!c->by_eval && was)
+        log_event(LOG_INFO, "redis took the lane scripts: running them by FCALL again",
+                  "library=%s", lua_library_name);
+}
+
+void pool_library_load_cb(redisAsyncContext *ac, void *rep, void *privdata)
+{
+    struct pool_conn *c = privdata;
+    if (rep != NULL && c->ac == ac)
+        pool_library_reply(c, rep);
+}
+
+/* One setup reply: AUTH, SELECT, CLIENT ID, INFO server, then FUNCTION
+ * LOAD of the lane scripts' library. */
 static void setup_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
     struct pool_conn *c = privdata;
@@ -491,21 +538,20 @@ static void setup_cb(redisAsyncContext *ac, void *r, void *privdata)
     if (c->ac != ac || c->state != CONN_SETUP)
         return;
     int step = c->setup_step++;
-    int first_script = c->setup_count - (c->pubsub ? 0 : SCRIPT__COUNT);
-    if (step == c->step_client_id || step == c->step_run_id) {
+    int load_step = c->pubsub ? -1 : c->setup_count - 1;
+    if (step == load_step) {
+        /* Refused, the connection still comes up: at maxmemory Redis
+         * refuses FUNCTION LOAD before it looks, and a daemon started
+         * then must still drain the backlog; the scripts then run by
+         * EVAL (pool_library_reply, pool.c:pool_req_write). */
+        c->scripts_cached = false; /* a new connection: maybe a new Redis */
+        pool_library_reply(c, reply);
+    } else if (step == c->step_client_id || step == c->step_run_id) {
         setup_identity(c, step, reply);
     } else if (reply->type == REDIS_REPLY_ERROR) {
         pool_set_error(c, "connection setup", reply->str);
         pool_conn_fail_soon(c);
         return;
-    }
-    if (step >= first_script) {
-        const struct script *s = &script_table[step - first_script];
-        if (reply->type != REDIS_REPLY_STRING || strcmp(reply->str, s->sha1) != 0) {
-            pool_set_error(c, "SCRIPT LOAD returned another SHA-1 for", s->name);
-            pool_conn_fail_soon(c);
-            return;
-        }
     }
     if (c->setup_step == c->setup_count)
         conn_ready(c);
@@ -549,9 +595,12 @@ static void conn_setup(struct pool_conn *c)
         c->step_run_id = c->setup_count;
         setup_send(c, 2, info, info_lens);
     }
-    for (int i = 0; i < SCRIPT__COUNT && !c->pubsub; i++) {
-        const char *argv[3] = {"SCRIPT", "LOAD", script_table[i].source};
-        size_t lens[3] = {6, 4, script_table[i].length};
+    if (!c->pubsub) {
+        /* Last, so that its reply is the last of setup (setup_cb). Loaded
+         * on every connection: on a cluster each node needs it, and a
+         * library already there costs Redis only the lookup of its name. */
+        const char *argv[3] = {"FUNCTION", "LOAD", lua_library};
+        size_t lens[3] = {8, 4, lua_library_len};
         setup_send(c, 3, argv, lens);
     }
     if (c->setup_count == 0 && c->state == CONN_SETUP)

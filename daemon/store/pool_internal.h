@@ -22,7 +22,7 @@ enum conn_state {
     CONN_IDLE,       /* never started (a subscriber connection before its first subscribe) */
     CONN_WAIT,       /* down; the timer starts the next attempt */
     CONN_CONNECTING, /* connect(2) in flight; the timer is the connect deadline */
-    CONN_SETUP,      /* AUTH, SELECT, SCRIPT LOAD in flight; the same deadline */
+    CONN_SETUP,      /* AUTH, SELECT, FUNCTION LOAD in flight; the same deadline */
     CONN_READY,      /* serving; the timer watches the oldest request */
     CONN_FAILING,    /* the timer tears it down on the next turn */
     CONN_CLOSED,     /* the pool is closing */
@@ -33,9 +33,12 @@ struct pool_req_list {
     struct pool_req *first, *last;
 };
 
+/* How many times a script call is resent for want of its script. */
+#define POOL_SCRIPT_RESENDS 3
+
 /* One accepted request, from submission to its callback. It keeps its
  * formatted command (RESP), so that it can wait on a held connection and,
- * for a script, be resent as EVAL after NOSCRIPT. */
+ * for a script, be resent after the library is loaded again. */
 struct pool_req {
     /* In one list at a time, oldest first: its connection's in-flight
      * list, that connection's redo or held list, or the fail queue. */
@@ -62,10 +65,15 @@ struct pool_req {
     struct pool_req *ack_req;
     redisReply *ack_reply;
     bool ack_missing;
-    bool resent;   /* already resent as EVAL once */
-    bool noscript; /* answered NOSCRIPT: to be resent as EVAL */
+    /* A script call Redis refused for want of its script: resent at
+     * most POOL_SCRIPT_RESENDS times (FCALL behind FUNCTION LOAD; where
+     * the library will not load, EVALSHA, behind SCRIPT LOADs after
+     * NOSCRIPT). */
+    uint8_t resends;
+    bool reload;   /* answered "Function not found": to be resent behind a FUNCTION LOAD */
+    bool noscript; /* answered NOSCRIPT (by EVALSHA): to be resent behind SCRIPT LOADs */
     size_t len;    /* bytes in cmd */
-    size_t tail;   /* offset in cmd of the arguments after the SHA-1 */
+    size_t tail;   /* script call: offset in cmd of the arguments after the function name */
     char cmd[];
 };
 
@@ -83,13 +91,31 @@ struct pool_conn {
     uint64_t backoff;          /* the current backoff ceiling, ms */
     uint64_t replies;          /* replies received, to see a read make progress */
     struct pool_req_list sent; /* written, awaiting their replies */
-    /* After a NOSCRIPT (SCRIPT FLUSH), the connection is held: nothing
-     * more is written until every request written before has answered;
-     * then redo (the NOSCRIPT ones, resent as EVAL) and then held (what
-     * was submitted meanwhile) go out, each in the order it was sent, so
-     * the recovery does not reorder an ordered stream (pool_route). */
+    /* After "Function not found" (FUNCTION FLUSH, a Redis restarted
+     * without persistence), the connection is held: nothing more is
+     * written until every request written before has answered; then
+     * redo (the refused calls, behind one FUNCTION LOAD) and then held
+     * (what was submitted meanwhile) go out, each in the order it was
+     * sent, so the recovery does not reorder an ordered stream
+     * (pool_route). */
     bool holding;
     struct pool_req_list redo, held;
+    /* The release (pool.releases) in which this connection last wrote a
+     * FUNCTION LOAD ahead of a refused call: one load per connection per
+     * release, however many calls it resends. */
+    uint64_t loaded_in;
+    /* Redis would not load the library on this connection (OOM, an ACL):
+     * script calls go by EVALSHA of the fallback scripts, and a FUNCTION
+     * LOAD is tried again after 1 s, then after twice as long each time
+     * it is refused, up to 16 s (load_tried_ms: loop time of the last
+     * one; load_refusals: refusals in a row), until one succeeds
+     * (pool.c:pool_req_write). */
+    bool by_eval;
+    uint64_t load_tried_ms;
+    unsigned load_refusals;
+    /* by_eval: the fallback scripts were SCRIPT LOADed on this connection
+     * and no NOSCRIPT has come back since. */
+    bool scripts_cached;
     /* Cluster: a request of redo answered TRYAGAIN (its slot is half
      * moved): the release waits for the retry timer (pool_cluster.c). */
     bool retry_later;
@@ -296,7 +322,28 @@ void pool_ack_write(struct pool_conn *c, struct pool_req *r);
  * failed here (its WAIT could not be sent, or the copy failed). */
 bool pool_ack_hold(struct pool_req *r, const redisReply *reply);
 
-/* r is to be written again (NOSCRIPT, a redirect): the WAIT written after
+/* ---- pool_conn.c: the library of lane scripts (lua_scripts.h) ---------- */
+
+/* Whether Redis error text err says the function called does not exist
+ * (its library was flushed, or Redis restarted without persistence). */
+bool pool_function_missing(const char *err);
+
+/* Whether a FUNCTION LOAD reply leaves the library loaded: loaded now, or
+ * already there (loaded by another connection or daemon of this build). */
+bool pool_library_loaded(const redisReply *reply);
+
+/* The callback of a FUNCTION LOAD written after setup (ahead of resent
+ * calls, or to leave c->by_eval; privdata is the connection): a load sets
+ * c->by_eval false, a refusal sets it (and logs, once per change). The
+ * calls written behind it carry on either way: a call that finds no
+ * library is held and resent, by then through the fallback. */
+void pool_library_load_cb(redisAsyncContext *ac, void *rep, void *privdata);
+
+/* Record on c the reply to a FUNCTION LOAD (setup or later): whether the
+ * library is loaded, else c->by_eval. */
+void pool_library_reply(struct pool_conn *c, const redisReply *reply);
+
+/* r is to be written again ("Function not found", a redirect): the WAIT written after
  * it no longer speaks for it; the next write sends another. */
 void pool_ack_detach(struct pool_req *r);
 

@@ -1,10 +1,11 @@
 /* The lane scripts on a real Redis Cluster (issue 13): 3 masters and 3
  * replicas (tests/support/redis_cluster.h), where Redis itself refuses a
  * script that touches a key outside its slot. Every embedded script runs
- * (recipes.h), for queues on each master, on that queue's slot owner,
- * both as emqd sends it and strict (lanes.h: LANES_STRICT), and must give
- * its usual answer; a script with no recipe fails the test. A deliberate
- * stray is refused, so the harness would see one. */
+ * (recipes.h), for queues on each master, on that queue's slot owner, as
+ * emqd sends it (FCALL: Redis holds a function to the slot of its
+ * declared keys), and must give its usual answer; a script with no recipe
+ * fails the test. A deliberate stray is refused, so the harness would see
+ * one. */
 #include <criterion/criterion.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,11 +31,10 @@ static void expect_empty(const char *after)
     fx_assert_invariants(&fx_q);
 }
 
-/* Every recipe on queue p, on its slot owner, sent as mode says. */
-static void run_recipes(const struct cf_queue *p, enum lanes_mode mode)
+/* Every recipe on queue p, on its slot owner. */
+static void run_recipes(const struct cf_queue *p)
 {
     unsigned long before[SCRIPT__COUNT];
-    lanes_set_mode(mode);
     cf_use(p);
     for (int id = 0; id < SCRIPT__COUNT; id++)
         before[id] = lanes_calls(id);
@@ -54,8 +54,8 @@ Test(cluster, every_script_keeps_to_its_queue_slot_on_every_master)
     struct cf_queue q[REDIS_CLUSTER_NODES_MAX * QUEUES_PER_MASTER];
     cf_place_queues(q, QUEUES_PER_MASTER);
     for (int m = 0; m < cf_cluster.masters; m++) {
-        run_recipes(&q[m * QUEUES_PER_MASTER], LANES_SHIPPED);
-        run_recipes(&q[m * QUEUES_PER_MASTER + 1], LANES_STRICT);
+        for (int i = 0; i < QUEUES_PER_MASTER; i++)
+            run_recipes(&q[m * QUEUES_PER_MASTER + i]);
     }
 }
 
@@ -98,15 +98,14 @@ Test(cluster, a_call_that_leaves_its_slot_is_refused)
               "two declared slots: %s", r && r->str ? r->str : "it ran");
     freeReplyObject(r);
 
-    /* Undeclared keys of another master's slot: refused, as shipped. */
-    lanes_set_mode(LANES_SHIPPED);
+    /* Undeclared keys of another master's slot: refused. */
     expect_refused(SCRIPT_ENQUEUE, far->name, "row on another master", "JOBx1", "", "{}", "0", "0",
                    NULL);
-    /* Of another slot on the same master: refused for a script with a
-     * shebang (pause.lua: allow-oom) as shipped, and for one without
-     * (enqueue.lua) only strict; as shipped Redis would let it through. */
+    /* Of another slot on the same master: refused too, for a function
+     * with the flag allow-oom (pause.lua) and for one with no flag
+     * (enqueue.lua) alike. Redis lets an EVAL script without a shebang
+     * through there; every function is held to its declared slot. */
     expect_refused(SCRIPT_PAUSE, near->name, "lane in another slot", "TENx", NULL);
-    lanes_set_mode(LANES_STRICT);
     expect_refused(SCRIPT_ENQUEUE, near->name, "row in another slot", "JOBx1", "", "{}", "0", "0",
                    NULL);
 }
@@ -260,9 +259,9 @@ static void expect_every_script(redisContext *c, bool asking, const char *want)
 static redisReply *unguarded(redisContext *c, bool asking, enum script_id id, ...)
 {
     va_list ap;
-    /* Loaded first: the retry after NOSCRIPT would go without ASKING. */
-    const struct script *s = &script_table[id];
-    freeReplyObject(redisCommand(c, "SCRIPT LOAD %b", s->source, s->length));
+    /* Loaded first: the retry after "Function not found" would go without
+     * ASKING. */
+    cr_assert(lanes_load(c), "the library did not load");
     lanes_set_guard(false);
     if (asking)
         freeReplyObject(redisCommand(c, "ASKING"));

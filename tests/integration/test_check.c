@@ -63,17 +63,16 @@ static void fill(const char *queue, const char *g, int n)
     redisContext *rc = redis_server_connect(&fx_redis);
     cr_assert_not_null(rc);
     const struct script *s = &script_table[SCRIPT_ENQUEUE];
-    redisReply *r = redisCommand(rc, "SCRIPT LOAD %b", s->source, s->length);
-    cr_assert(r != NULL && r->type == REDIS_REPLY_STRING);
-    freeReplyObject(r);
+    redisReply *r;
+    cr_assert(lanes_load(rc), "the library did not load");
     char id[80];
     for (int i = 0; i < n; i++) {
         job_id(id, sizeof(id), g[0] ? g : "flat", i);
         const char *argv[3 + KEY__COUNT + 6];
         size_t lens[3 + KEY__COUNT + 6];
         int a = 0;
-        argv[a] = "EVALSHA", lens[a++] = 7;
-        argv[a] = s->sha1, lens[a++] = 40;
+        argv[a] = "FCALL", lens[a++] = 5;
+        argv[a] = s->function, lens[a++] = s->function_len;
         argv[a] = "10", lens[a++] = 2;
         for (int key = 0; key < KEY__COUNT; key++)
             argv[a] = k.names[key], lens[a++] = k.lens[key];
@@ -146,9 +145,9 @@ Test(check, a_big_queue_is_checked_in_many_bounded_calls)
     struct tc_conn *c = fx_conn();
     fill_groups("big", 100, ROWS / 100 - 10);
     fill("big", "", 1000);
-    long long calls0 = fx_redis_calls("evalsha");
+    long long calls0 = fx_redis_calls("fcall");
     json_t *v = check(c, "big");
-    long long calls = fx_redis_calls("evalsha") - calls0;
+    long long calls = fx_redis_calls("fcall") - calls0;
     assert_clean(v);
     json_decref(v);
     /* Each call examines at most STORE_CHECK_BUDGET items: the rows alone
@@ -197,7 +196,7 @@ Test(check, other_clients_are_served_between_its_calls)
     /* Nothing of the three can have been answered (only a depth sent on
      * another connection could be: a read is not held by the pause). */
     cr_assert_null(tc_read(b, 0), "the depth did not wait behind the check's first call");
-    long long calls0 = fx_redis_calls("evalsha");
+    long long calls0 = fx_redis_calls("fcall");
     fx_redis_pause_writes(false);
     json_t *r = tc_read(c, wait_deadline_ms(0));
     assert_ok(r);
@@ -206,12 +205,12 @@ Test(check, other_clients_are_served_between_its_calls)
     assert_ok(r);
     cr_assert_eq(jint(r, "depth"), ROWS / 10);
     json_decref(r);
-    long long at_depth = fx_redis_calls("evalsha");
+    long long at_depth = fx_redis_calls("fcall");
     r = tc_read(a, wait_deadline_ms(0));
     assert_ok(r);
     assert_clean(json_object_get(r, "violations"));
     json_decref(r);
-    long long at_end = fx_redis_calls("evalsha");
+    long long at_end = fx_redis_calls("fcall");
     cr_assert_lt(at_depth, at_end,
                  "the check made no call after the depth was answered (%lld calls in all)",
                  at_end - calls0);

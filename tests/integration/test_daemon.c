@@ -484,8 +484,8 @@ Test(daemon, a_lease_made_during_an_upkeep_pass_is_reaped_at_its_deadline)
 
 /* Off a cluster a script call declares no key (the scripts build every key
  * from the prefix, ARGV[1]; a declared key costs Redis about 1,300
- * instructions a call): every EVALSHA emqd sends for an enqueue, a claim
- * and a completion is "EVALSHA <sha> 0 <prefix> ...". */
+ * instructions a call): every FCALL emqd sends for an enqueue, a claim
+ * and a completion is "FCALL <function> 0 <prefix> ...". */
 Test(daemon, script_calls_declare_no_key_off_a_cluster)
 {
     struct tc_conn *c = fx_conn();
@@ -508,11 +508,12 @@ Test(daemon, script_calls_declare_no_key_off_a_cluster)
     monitor_stop(&m);
     int calls = 0;
     for (size_t i = 0; i < m.n; i++) {
-        const char *at = strstr(m.lines[i], "\"EVALSHA\" \"");
+        const char *at = strstr(m.lines[i], "\"FCALL\" \"");
         if (at == NULL)
             continue;
         calls++;
-        const char *rest = at + strlen("\"EVALSHA\" \"") + 40; /* past the SHA */
+        const char *rest = strchr(at + strlen("\"FCALL\" \""), '"'); /* past the name */
+        cr_assert_not_null(rest, "%.200s", m.lines[i]);
         cr_assert(strncmp(rest, "\" \"0\" \"emq:{", 12) == 0, "a call declared keys: %.200s",
                   m.lines[i]);
     }

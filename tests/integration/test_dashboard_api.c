@@ -156,8 +156,8 @@ static long long script_calls(enum script_id id)
         const redisReply *e = rep->element[i];
         const redisReply *argv = e->elements > 3 ? e->element[3] : NULL;
         if (argv != NULL && argv->type == REDIS_REPLY_ARRAY && argv->elements > 1 &&
-            strcasecmp(argv->element[0]->str, "evalsha") == 0 &&
-            strcmp(argv->element[1]->str, script_table[id].sha1) == 0)
+            strcasecmp(argv->element[0]->str, "fcall") == 0 &&
+            strcmp(argv->element[1]->str, script_table[id].function) == 0)
             n++;
     }
     freeReplyObject(rep);

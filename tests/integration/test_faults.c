@@ -441,3 +441,51 @@ Test(faults, a_backend_out_of_memory_refuses_enqueues_and_lets_the_backlog_drain
     json_decref(r);
     tc_close(c);
 }
+
+/* A daemon that connects while Redis is out of memory, and Redis has
+ * lost the library (here flushed; a new build's daemon meets the same,
+ * its library not loaded yet): Redis refuses FUNCTION LOAD before looking
+ * (the command may add memory), so the daemon comes up running the
+ * scripts by EVAL (scripts/embed_lua.py, pool.c) and drains the backlog;
+ * an enqueue is refused EFULL. */
+Test(faults, a_daemon_started_while_redis_is_full_drains_the_backlog)
+{
+    struct tc_conn *c = fx_conn();
+    for (int i = 0; i < 2; i++) {
+        json_t *r = tc_call(
+            c, "{\"op\":\"enqueue\",\"queue\":\"of\",\"group\":\"TENa\",\"payload\":%d}", i);
+        assert_ok(r);
+        json_decref(r);
+    }
+    tc_close(c);
+    cr_assert_eq(emqd_stop(&fx_emqd), 0);
+    redisContext *rc = redis_server_connect(&fx_redis);
+    cr_assert_not_null(rc);
+    freeReplyObject(redisCommand(rc, "FUNCTION FLUSH"));
+    redisFree(rc);
+    redis_maxmemory(1);
+    cr_assert_eq(emqd_log_to_file(&fx_second), 0);
+    cr_assert_eq(emqd_start(&fx_second, fx_redis.port, NULL), 0);
+    cr_assert_eq(emqd_await_backend(&fx_second), 0, "the daemon never reached Redis");
+    c = tc_connect(fx_second.port);
+    cr_assert_not_null(c);
+    json_t *r = tc_call(c, "{\"op\":\"claim\",\"queue\":\"of\",\"count\":2}");
+    json_t *jobs = claim_jobs(r);
+    cr_assert_eq(json_array_size(jobs), 2, "the backlog is claimable");
+    for (size_t i = 0; i < 2; i++) {
+        json_t *j = json_array_get(jobs, i);
+        json_t *x =
+            tc_call(c, "{\"op\":\"complete\",\"queue\":\"of\",\"job\":\"%s\",\"lease\":\"%s\"}",
+                    jstr(j, "job"), jstr(j, "lease"));
+        assert_ok(x);
+        json_decref(x);
+    }
+    json_decref(r);
+    r = tc_call(c, "{\"op\":\"enqueue\",\"queue\":\"of\",\"group\":\"TENa\",\"payload\":3}");
+    assert_err(r, "EFULL");
+    json_decref(r);
+    cr_assert(emqd_log_has(&fx_second, "redis refused to load the lane scripts: running them by "
+                                       "EVAL until it takes them"));
+    redis_maxmemory(0);
+    tc_close(c);
+}

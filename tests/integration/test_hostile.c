@@ -43,7 +43,7 @@ static bool upkeep_only(const char *line)
 {
     if (conn_setup(line))
         return true;
-    if (strstr(line, "\"EVALSHA\"") == NULL)
+    if (strstr(line, "\"FCALL\"") == NULL)
         return false;
     for (const char *k = strstr(line, "emq:"); k != NULL; k = strstr(k + 4, "emq:"))
         if (strncmp(k, "emq:{emq-test-ready}:", 21) != 0)

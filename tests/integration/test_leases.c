@@ -246,7 +246,7 @@ static size_t ids_in_bounded_calls(const struct monitor *m, const char *mark, si
     *calls = 0;
     for (size_t i = 0; i < m->n; i++) {
         const char *s = m->lines[i];
-        if (strstr(s, "\"EVALSHA\"") == NULL || (mark != NULL && strstr(s, mark) == NULL))
+        if (strstr(s, "\"FCALL\"") == NULL || (mark != NULL && strstr(s, mark) == NULL))
             continue;
         size_t ids = 0;
         for (const char *k = strstr(s, "\"JOBm"); k != NULL; k = strstr(k + 5, "\"JOBm"))

@@ -324,7 +324,7 @@ static int calls_in_order(const struct monitor *m, const char *mark, int (*want)
     size_t len = strlen(quoted);
     int at = 0, calls = 0;
     for (size_t i = 0; i < m->n; i++) {
-        if (strstr(m->lines[i], "\"EVALSHA\"") == NULL || strstr(m->lines[i], quoted) == NULL)
+        if (strstr(m->lines[i], "\"FCALL\"") == NULL || strstr(m->lines[i], quoted) == NULL)
             continue;
         int items = 0;
         for (const char *k = strstr(m->lines[i], quoted); k; k = strstr(k + len, quoted)) {
@@ -471,7 +471,7 @@ Test(order, pipelined_single_enqueues_share_calls_in_order)
 
     int calls = calls_in_order(&m, "JOBs", big_id, SINGLES, -1, ITEMS_PER_CALL);
     /* One write of 200 lines is read in a few turns at most: calls are
-     * shared (each enqueue its own EVALSHA would be 200). */
+     * shared (each enqueue its own FCALL would be 200). */
     cr_assert_leq(calls, SINGLES / 2, "%d calls for %d enqueues", calls, SINGLES);
     monitor_free(&m);
     tc_close(c);
@@ -673,11 +673,11 @@ Test(order, completions_and_fails_pipelined_take_effect_in_order)
         snprintf(lines + o, sizeof(lines) - o,
                  "{\"op\":\"depth\",\"queue\":\"ocf\",\"group\":\"TENcf\"}\n"
                  "{\"op\":\"claim\",\"queue\":\"ocf\",\"count\":10}\n");
-        long long calls0 = fx_redis_calls("evalsha");
+        long long calls0 = fx_redis_calls("fcall");
         json_t *r[14];
         pipeline(c, lines, r, 14);
         /* The twelve settlements, the depth and the claim. */
-        long long calls = fx_redis_calls("evalsha") - calls0;
+        long long calls = fx_redis_calls("fcall") - calls0;
         for (int k = 0; k < 10; k++) {
             assert_ok(r[k]);
             cr_assert_str_eq(jstr(r[k], "state"), k % 2 ? "pending" : "completed", "round %d: %d",

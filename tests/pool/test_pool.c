@@ -1,5 +1,5 @@
 /* The pool against a real redis-server: scripts and commands round trip,
- * pipelining keeps per-connection order, NOSCRIPT is absorbed, a dead,
+ * pipelining keeps per-connection order, a flushed library is absorbed, a dead,
  * stopped or restarted backend fails requests by their deadline and comes
  * back, pub/sub resubscribes, and closing answers every request once.
  * Every test runs its own loop and ends with uv_loop_close() == 0. */
@@ -431,7 +431,7 @@ Test(pool, script_flush_under_load_fails_nothing)
     for (int r = 0; r < FLUSH_ROUNDS; r++) {
         for (int i = 0; i < FLUSH_BATCH; i++) {
             if (i == FLUSH_BATCH / 2)
-                cr_assert_eq(command(&flush[r], "SCRIPT", "FLUSH", NULL), 0);
+                cr_assert_eq(command(&flush[r], "FUNCTION", "FLUSH", NULL), 0);
             cr_assert_eq(depth(&calls[r][i], &k, ""), 0);
         }
         /* Let part of each round through before the next flush. */
@@ -449,7 +449,7 @@ Test(pool, script_flush_under_load_fails_nothing)
         }
     }
     cr_assert_eq(st.failures, 0);
-    cr_assert_gt(st.noscript, 0, "the flush never produced a NOSCRIPT to absorb");
+    cr_assert_gt(st.reloaded, 0, "the flush never left a call without its function");
     finish();
 }
 
@@ -520,7 +520,7 @@ Test(pool, killed_redis_fails_requests_then_recovers_on_restart)
     cr_assert_eq(script.status, 0);
     cr_assert_eq(script.type, REDIS_REPLY_INTEGER);
     pool_stats(w.pool, &st);
-    cr_assert_eq(st.noscript, 0, "scripts were not reloaded on reconnect");
+    cr_assert_eq(st.reloaded, 0, "the library was not loaded again on reconnect");
     cr_assert_gt(st.reconnects, 0);
     finish();
 }
@@ -903,45 +903,146 @@ Test(pool, a_route_keeps_its_requests_in_order)
     finish();
 }
 
-/* A SCRIPT FLUSH in the middle of a route's stream: the script calls
- * after it answer NOSCRIPT, are held, and are resent as EVAL in the order
- * they were sent, before anything submitted after them; every request is
- * answered once, in order, and none fails. */
-Test(pool, a_route_keeps_its_order_across_noscript)
+enum { PAIRS = 40 };
+
+/* On one route of queue q: PAIRS pairs of an enqueue of TENa and a depth
+ * of it, pipelined, with the plain command flush (two words) sent before
+ * pair `at`. Every request is answered once, in the order sent, none
+ * fails, and each depth saw the enqueues before it. */
+static void route_pairs_across(const char *q, const char *f1, const char *f2, int at)
+{
+    struct keys k;
+    cr_assert_eq(keys_init(&k, q, strlen(q)), 0);
+    struct pool_route rt;
+    pool_route_init(&rt, q, strlen(q));
+    static struct call calls[2 * PAIRS + 1];
+    memset(calls, 0, sizeof(calls));
+    static char ids[PAIRS][24];
+    int n = 0, depth_at[PAIRS];
+    const char *group[] = {"TENa"}, *flush[] = {f1, f2};
+    for (int i = 0; i < PAIRS; i++) {
+        if (i == at)
+            cr_assert_eq(pool_command(w.pool, &rt, 2, flush, NULL, reply_cb, &calls[n++]), 0);
+        snprintf(ids[i], sizeof(ids[i]), "JOB%s-%03d", q, i);
+        const char *enq[] = {ids[i], "TENa", "1", "0", "0"};
+        cr_assert_eq(
+            pool_script(w.pool, &rt, SCRIPT_ENQUEUE, &k, 5, enq, NULL, reply_cb, &calls[n++]), 0);
+        depth_at[i] = n;
+        cr_assert_eq(
+            pool_script(w.pool, &rt, SCRIPT_DEPTH, &k, 1, group, NULL, reply_cb, &calls[n++]), 0);
+    }
+    RUN_UNTIL(calls[n - 1].calls == 1);
+    uint64_t first = calls[0].seq;
+    for (int i = 0; i < n; i++) {
+        cr_assert_eq(calls[i].calls, 1, "request %d answered once", i);
+        cr_assert_eq(calls[i].status, 0, "request %d failed", i);
+        cr_assert_eq(calls[i].seq, first + (uint64_t)i, "request %d answered out of order", i);
+    }
+    for (int i = 0; i < PAIRS; i++)
+        cr_assert_eq(calls[depth_at[i]].integer, i + 1, "depth %d saw the enqueues before it", i);
+}
+
+/* A FUNCTION FLUSH in the middle of a route's stream: the script calls
+ * after it answer "Function not found", are held, and are resent behind a
+ * FUNCTION LOAD in the order they were sent, before anything submitted
+ * after them; every request is answered once, in order, and none fails. */
+Test(pool, a_route_keeps_its_order_across_a_flushed_library)
 {
     struct pool_config cfg = config(2, 5000);
     open_pool(&cfg);
-    struct keys k;
-    cr_assert_eq(keys_init(&k, "rflush", 6), 0);
-    struct pool_route rt;
-    pool_route_init(&rt, "rflush", 6);
-    enum { N = 40 };
-    static struct call calls[2 * N + 1];
-    const char *flush[] = {"SCRIPT", "FLUSH"};
-    cr_assert_eq(pool_command(w.pool, &rt, 2, flush, NULL, reply_cb, &calls[0]), 0);
-    char ids[N][24];
-    for (int i = 0; i < N; i++) {
-        snprintf(ids[i], sizeof(ids[i]), "JOBflush-%03d", i);
-        const char *enq[] = {ids[i], "TENa", "1", "0", "0"};
-        cr_assert_eq(
-            pool_script(w.pool, &rt, SCRIPT_ENQUEUE, &k, 5, enq, NULL, reply_cb, &calls[1 + 2 * i]),
-            0);
-        const char *group[] = {"TENa"};
-        cr_assert_eq(
-            pool_script(w.pool, &rt, SCRIPT_DEPTH, &k, 1, group, NULL, reply_cb, &calls[2 + 2 * i]),
-            0);
-    }
-    RUN_UNTIL(calls[2 * N].calls == 1);
-    for (int i = 0; i < 2 * N + 1; i++) {
-        cr_assert_eq(calls[i].calls, 1, "request %d answered once", i);
-        cr_assert_eq(calls[i].status, 0, "request %d failed", i);
-        cr_assert_eq(calls[i].seq, (uint64_t)i + 1, "request %d answered out of order", i);
-    }
-    for (int i = 0; i < N; i++)
-        cr_assert_eq(calls[2 + 2 * i].integer, i + 1, "depth %d saw the enqueues before it", i);
+    route_pairs_across("rflush", "FUNCTION", "FLUSH", 0);
     struct pool_stats st;
     pool_stats(w.pool, &st);
-    cr_assert_gt(st.noscript, 0, "the flush never produced a NOSCRIPT");
+    cr_assert_gt(st.reloaded, 0, "the flush never left a call without its function");
+    finish();
+}
+
+/* A plain command on a fresh connection of the test's own: its reply
+ * (caller frees). */
+static redisReply *redis_say(const char *fmt, const char *arg)
+{
+    redisContext *rc = redis_server_connect(&w.rs);
+    cr_assert_not_null(rc);
+    redisReply *r = arg != NULL ? redisCommand(rc, fmt, arg) : redisCommand(rc, fmt);
+    cr_assert_not_null(r);
+    redisFree(rc);
+    return r;
+}
+
+/* Calls of one command so far (INFO commandstats; 0 if never run). */
+static long long redis_calls_of(const char *cmd)
+{
+    redisReply *r = redis_say("INFO commandstats", NULL);
+    char key[64];
+    snprintf(key, sizeof(key), "cmdstat_%s:calls=", cmd);
+    const char *at = strstr(r->str, key);
+    long long n = at != NULL ? atoll(at + strlen(key)) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
+/* A Redis whose ACL refuses FUNCTION LOAD: every connection comes up all
+ * the same and runs the scripts by EVALSHA of their fallback form
+ * (scripts/embed_lua.py), loaded with SCRIPT LOAD, and again once a
+ * SCRIPT FLUSH has emptied the script cache. A route's stream across that
+ * flush keeps its order: the calls refused NOSCRIPT are held and resent
+ * in order, before anything submitted after them; every request is
+ * answered once and none fails. No FCALL is ever sent. */
+Test(pool, without_the_library_scripts_run_by_eval_in_order)
+{
+    freeReplyObject(redis_say("ACL SETUSER default -function|load", NULL));
+    struct pool_config cfg = config(2, 5000);
+    open_pool(&cfg);
+    route_pairs_across("reval", "SCRIPT", "FLUSH", PAIRS / 2);
+    struct pool_stats st;
+    pool_stats(w.pool, &st);
+    cr_assert_gt(st.reloaded, 0, "the flush never left a call without its script");
+    cr_assert_gt(redis_calls_of("evalsha"), 0);
+    cr_assert_gt(redis_calls_of("script|load"), SCRIPT__COUNT,
+                 "the fallback scripts were not loaded again after the flush");
+    cr_assert_eq(redis_calls_of("fcall"), 0, "a call went by FCALL without a library");
+    freeReplyObject(redis_say("ACL SETUSER default +@all", NULL));
+    finish();
+}
+
+/* Redis at maxmemory refuses FUNCTION LOAD; with the library flushed, a
+ * call finds no function, is resent behind a FUNCTION LOAD that is
+ * refused, and then by EVALSHA (SCRIPT LOAD runs out of memory): it runs (depth reads; release,
+ * flagged allow-oom, writes). Once Redis has room again a later FUNCTION LOAD (tried after a
+ * second) takes, and calls go by FCALL again. */
+Test(pool, a_full_redis_without_the_library_runs_the_scripts_by_eval)
+{
+    struct pool_config cfg = config(1, 5000);
+    open_pool(&cfg);
+    struct keys k;
+    cr_assert_eq(keys_init(&k, "rfull", 5), 0);
+    freeReplyObject(redis_say("FUNCTION FLUSH", NULL));
+    freeReplyObject(redis_say("CONFIG SET maxmemory 1", NULL));
+    struct call depth0 = {0}, pause = {0};
+    const char *group[] = {"TENa"};
+    cr_assert_eq(pool_script(w.pool, NULL, SCRIPT_DEPTH, &k, 1, group, NULL, reply_cb, &depth0), 0);
+    cr_assert_eq(pool_script(w.pool, NULL, SCRIPT_PAUSE, &k, 1, group, NULL, reply_cb, &pause), 0);
+    RUN_UNTIL(depth0.calls && pause.calls);
+    cr_assert_eq(depth0.status, 0);
+    cr_assert_eq(depth0.type, REDIS_REPLY_INTEGER, "depth: %s", depth0.str);
+    cr_assert_eq(pause.type, REDIS_REPLY_INTEGER, "pause under OOM: %s", pause.str);
+    cr_assert_gt(redis_calls_of("evalsha"), 0, "nothing ran by EVALSHA");
+    freeReplyObject(redis_say("CONFIG SET maxmemory 0", NULL));
+    long long fcalls = redis_calls_of("fcall");
+    static struct call more[4096];
+    int n = 0;
+    struct wait wt;
+    wait_begin(&wt, 0);
+    /* One call at a time, each answered before the next, until the pool
+     * has tried the library again and gone back to FCALL. */
+    do {
+        cr_assert_eq(
+            pool_script(w.pool, NULL, SCRIPT_DEPTH, &k, 1, group, NULL, reply_cb, &more[n]), 0);
+        RUN_UNTIL(more[n].calls == 1);
+        cr_assert_eq(more[n].type, REDIS_REPLY_INTEGER, "depth %d: %s", n, more[n].str);
+        n++;
+    } while (redis_calls_of("fcall") <= fcalls && n < 4096 && wait_again(&wt));
+    cr_assert_gt(redis_calls_of("fcall"), fcalls, "the pool never went back to FCALL");
     finish();
 }
 

@@ -12,8 +12,11 @@
 #include "lua_scripts.h"
 
 /* Run script id on queue k with the given ARGV after the prefix (NULL-
- * terminated strings). EVALSHA first; on NOSCRIPT, SCRIPT LOAD and retry
- * once. Returns the reply (caller frees) or NULL on a connection error. */
+ * terminated strings), as emqd sends it: FCALL of its function; on
+ * "Function not found", FUNCTION LOAD of the library and once again.
+ * With EMQ_LANES_EVAL=1 in the environment, as emqd's fallback does:
+ * EVALSHA of the script's own EVAL form, EVAL on NOSCRIPT.
+ * Returns the reply (caller frees) or NULL on a connection error. */
 redisReply *lanes_call(redisContext *c, const struct keys *k, enum script_id id, ...);
 
 /* The same with the arguments in a va_list (for wrappers). */
@@ -23,16 +26,10 @@ redisReply *lanes_vcall(redisContext *c, const struct keys *k, enum script_id id
 redisReply *lanes_callv(redisContext *c, const struct keys *k, enum script_id id, int nargs,
                         const char *const *args);
 
-/* How lanes_call sends a script. LANES_SHIPPED: as emqd does (EVALSHA of
- * the embedded source, loaded on NOSCRIPT). LANES_STRICT: EVAL of the
- * source under a "#!lua" shebang when it has none. On a Redis Cluster node
- * a script without a shebang may touch an undeclared key of another slot
- * that the node also serves (Redis lets such scripts through, for
- * compatibility); under a shebang Redis refuses every key outside the one
- * slot of its KEYS, so a test running strict sees any cross-slot key. The
- * mode lasts until changed (per test process). */
-enum lanes_mode { LANES_SHIPPED, LANES_STRICT };
-void lanes_set_mode(enum lanes_mode mode);
+/* Load the library of lane scripts on c (FUNCTION LOAD; a library of
+ * this build already there is left as it is). Returns whether it is
+ * loaded now. */
+bool lanes_load(redisContext *c);
 
 /* Whether lanes_call declares the queue's guard key after its ten, as
  * emqd does on a Redis Cluster (keys.h). Off until set (per process). */

@@ -73,6 +73,11 @@ void fx_ring(char *out, size_t cap);
  * (INFO commandstats), 0 if none. */
 long long fx_calls_of(const char *cmd);
 
+/* Script calls Redis has run since CONFIG RESETSTAT, however sent: FCALL,
+ * or in the fallback (EMQ_LANES_EVAL) EVALSHA and EVAL, less the EVALSHAs
+ * refused NOSCRIPT. */
+long long fx_script_runs(void);
+
 /* Enqueue n jobs <prefix>0.. into TENa and lease them all into out
  * (asserting all n were leased). */
 void fx_lease_n(const char *prefix, int n, struct leased *out);

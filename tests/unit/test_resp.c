@@ -51,7 +51,7 @@ Test(resp, put_arg)
 {
     char buf[64];
 
-    BYTES(buf, resp_put_arg(buf, "EVALSHA", 7), "$7\r\nEVALSHA\r\n");
+    BYTES(buf, resp_put_arg(buf, "FCALL", 5), "$5\r\nFCALL\r\n");
     BYTES(buf, resp_put_arg(buf, "", 0), "$0\r\n\r\n");
     /* Binary safe: an embedded NUL and CRLF are copied as they are. */
     BYTES(buf, resp_put_arg(buf, "a\0b\r\n", 5), "$5\r\na\0b\r\n\r\n");

@@ -9,16 +9,60 @@
 #include "keys.h"
 #include "lua_scripts.h"
 
+/* Script id's part of the library: from its register_function to the
+ * next one (or the end), a copy the caller frees. */
+static char *section(enum script_id id)
+{
+    char want[128];
+    snprintf(want, sizeof(want), "redis.register_function{function_name = '%s',",
+             script_table[id].function);
+    const char *at = strstr(lua_library, want);
+    cr_assert_not_null(at, "%s: not registered in the library", script_table[id].name);
+    cr_assert_null(strstr(at + 1, want), "%s: registered twice", script_table[id].name);
+    const char *end = strstr(at + 1, "redis.register_function{");
+    size_t len = end != NULL ? (size_t)(end - at) : strlen(at);
+    char *out = malloc(len + 1);
+    cr_assert_not_null(out);
+    memcpy(out, at, len);
+    out[len] = '\0';
+    return out;
+}
+
+/* The library is named emq_<12 hex digits> (its version), says so in its
+ * header line, and holds lib.lua's begin() that every function runs first. */
+Test(scripts, the_library_is_versioned_and_whole)
+{
+    cr_assert_eq(strlen(lua_library), lua_library_len);
+    cr_assert_eq(strlen(lua_library_name), 16);
+    cr_assert_eq(strncmp(lua_library_name, "emq_", 4), 0);
+    cr_assert_eq(strspn(lua_library_name + 4, "0123456789abcdef"), 12);
+    char head[64];
+    snprintf(head, sizeof(head), "#!lua name=%s\n", lua_library_name);
+    cr_assert_eq(strncmp(lua_library, head, strlen(head)), 0, "the header line");
+    cr_assert_not_null(strstr(lua_library, "local function begin(argv)"));
+}
+
 Test(scripts, table_is_complete_and_well_formed)
 {
     for (int i = 0; i < SCRIPT__COUNT; i++) {
         const struct script *s = &script_table[i];
         cr_assert_not_null(s->name, "script %d has no entry", i);
+        char fn[128];
+        snprintf(fn, sizeof(fn), "%s_%s", lua_library_name, s->name);
+        cr_assert_str_eq(s->function, fn, "%s: its function's name", s->name);
+        cr_assert_eq(strlen(s->function), s->function_len, "%s: function_len", s->name);
+        char *text = section(i);
+        cr_assert_not_null(strstr(text, "begin(ARGV)\n"), "%s: does not begin()", s->name);
+        cr_assert_not_null(strstr(text, "-- KEYS:"), "%s: no KEYS contract", s->name);
+        cr_assert_not_null(strstr(text, "-- Returns"), "%s: no return contract", s->name);
+        free(text);
+        /* The fallback (an EVAL script of its own): whole, and it too
+         * starts the call with begin(). */
         cr_assert_eq(strlen(s->source), s->length, "%s: length", s->name);
         cr_assert_eq(strlen(s->sha1), 40, "%s: sha1", s->name);
         cr_assert_eq(strspn(s->sha1, "0123456789abcdef"), 40, "%s: sha1 is hex", s->name);
-        cr_assert_not_null(strstr(s->source, "-- KEYS:"), "%s: no KEYS contract", s->name);
-        cr_assert_not_null(strstr(s->source, "-- Returns"), "%s: no return contract", s->name);
+        cr_assert_not_null(strstr(s->source, "\nbegin(ARGV)\n"), "%s: fallback without begin()",
+                           s->name);
         for (int k = 0; k < i; k++)
             cr_assert_str_neq(s->name, script_table[k].name);
     }
@@ -26,18 +70,27 @@ Test(scripts, table_is_complete_and_well_formed)
     cr_assert_str_eq(script_table[SCRIPT_CLAIM].name, "claim");
 }
 
-/* A script the table says only reads is shipped with Redis' no-writes
- * shebang, so Redis refuses any write it tries (replica-acks skips WAIT
- * after it); every other script may write and has no such line. The reads
- * are the ones the admin ops make, and the job path's scripts all write. */
+/* A script the table says only reads is registered with Redis' no-writes
+ * flag, so Redis refuses any write it tries (replica-acks skips WAIT
+ * after it); every other script may write and has no such flag. The reads
+ * are the ones the admin ops make, and the job path's scripts all write.
+ * The moves that free memory or only move what exists run out of memory
+ * (allow-oom); enqueue, which adds jobs, does not. */
 Test(scripts, reads_are_shipped_no_writes_and_writes_are_not)
 {
     int reads = 0;
     for (int i = 0; i < SCRIPT__COUNT; i++) {
         const struct script *s = &script_table[i];
-        bool shebang = strncmp(s->source, "#!lua flags=no-writes\n", 22) == 0;
-        cr_assert_eq(shebang, !s->writes, "%s: writes=%d but no-writes shebang=%d", s->name,
-                     s->writes, shebang);
+        char *text = section(i);
+        bool ro = strstr(text, "flags = {'no-writes'}") != NULL;
+        bool oom = strstr(text, "flags = {'allow-oom'}") != NULL;
+        free(text);
+        cr_assert_eq(ro, !s->writes, "%s: writes=%d but no-writes flag=%d", s->name, s->writes, ro);
+        /* The fallback carries the same flags, as its shebang. */
+        cr_assert_eq(strncmp(s->source, "#!lua flags=no-writes\n", 22) == 0, ro,
+                     "%s: fallback's no-writes", s->name);
+        cr_assert_eq(strncmp(s->source, "#!lua flags=allow-oom\n", 22) == 0, oom,
+                     "%s: fallback's allow-oom", s->name);
         reads += !s->writes;
     }
     cr_assert_eq(reads, 5, "check, depth, job, peek, stats");
@@ -46,14 +99,19 @@ Test(scripts, reads_are_shipped_no_writes_and_writes_are_not)
     cr_assert(script_table[SCRIPT_ENQUEUE].writes);
     cr_assert(script_table[SCRIPT_CLAIM].writes);
     cr_assert(script_table[SCRIPT_GROUPS].writes, "groups drops idle groups as it passes");
+    char *enq = section(SCRIPT_ENQUEUE), *claim = section(SCRIPT_CLAIM);
+    cr_assert_not_null(strstr(enq, "flags = {},"), "enqueue: refused out of memory");
+    cr_assert_not_null(strstr(claim, "flags = {'allow-oom'},"), "claim: runs out of memory");
+    free(enq);
+    free(claim);
 }
 
 /* lua/lib.lua builds the queue's ten fixed keys from the prefix, one
- * "local K_<NAME> = PFX .. '<suffix>'" each, in the order of keys.h, and
+ * "K_<NAME> = pfx .. '<suffix>'" each (begin()), in the order of keys.h, and
  * documents them in that order ("--   1 ring"): keys.c must name the same
  * keys (the daemon subscribes to the wake channel and reads some of them
  * with plain commands by those names). */
-Test(scripts, key_order_matches_the_lua_prelude)
+Test(scripts, key_order_matches_lib_lua)
 {
     char path[512];
     const char *root = getenv("EMQ_SOURCE_ROOT");
@@ -69,7 +127,7 @@ Test(scripts, key_order_matches_the_lua_prelude)
         if (sscanf(line, "-- %d %31s", &idx, name) == 2 && idx >= 1 && idx <= KEY__COUNT) {
             cr_assert_str_eq(keys_suffix[idx - 1], name, "key %d", idx);
             documented++;
-        } else if (sscanf(line, "local K_%39s = PFX .. '%39[^']'", var, suffix) == 2 &&
+        } else if (sscanf(line, " K_%39s = pfx .. '%39[^']'", var, suffix) == 2 &&
                    built < KEY__COUNT) {
             cr_assert_str_eq(keys_suffix[built], suffix, "K_%s is key %d", var, built + 1);
             char upper[40];
@@ -103,7 +161,7 @@ Test(scripts, keys_carry_the_queue_hash_tag)
  * lua/check.lua has, for every step. */
 Test(scripts, every_check_step_is_one_the_script_knows)
 {
-    const char *src = script_table[SCRIPT_CHECK].source;
+    char *src = section(SCRIPT_CHECK);
     for (int i = 0; i < STORE_CHECK__COUNT; i++) {
         char want[64];
         cr_assert_not_null(store_check_steps[i], "step %d has no name", i);
@@ -112,4 +170,5 @@ Test(scripts, every_check_step_is_one_the_script_knows)
         for (int k = 0; k < i; k++)
             cr_assert_str_neq(store_check_steps[i], store_check_steps[k]);
     }
+    free(src);
 }
