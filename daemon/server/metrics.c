@@ -319,6 +319,15 @@ static void render_pool(struct outbuf *o, const struct scrape *sc)
     scalar(o, "emqd_pool_nodes", "gauge",
            "Redis servers the pool sends calls to: 1, or on a cluster the masters of its slot map.",
            (uint64_t)st.nodes);
+    scalar(o, "emqd_pool_fallback_connections", "gauge",
+           "Backend connections whose Redis refused the script library (maxmemory, an ACL) and "
+           "that run the scripts by EVALSHA of their fallback form, slower, until it takes it.",
+           (uint64_t)st.by_eval);
+    scalar(o, "emqd_pool_script_resends_total", "counter",
+           "Script calls Redis refused for want of their script (the library or the script cache "
+           "flushed, Redis restarted without persistence) and that were sent again after loading "
+           "it.",
+           st.reloaded);
     scalar(o, "emqd_pool_moved_total", "counter",
            "Backend calls a cluster node answered MOVED (its slot is served elsewhere) and that "
            "were sent again to the node named.",

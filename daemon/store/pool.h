@@ -122,6 +122,7 @@ struct pool_stats {
     uint64_t map_loads;  /* slot maps read (CLUSTER SLOTS answered) */
     int nodes;           /* servers served by: 1, or on a cluster the masters of the slot map */
     int connected;       /* ready command connections */
+    int by_eval;         /* ready command connections running the scripts' fallback (no library) */
     int size;            /* command connections configured (on a cluster: size x nodes) */
     uint64_t inflight;   /* accepted requests whose callback has not run yet */
     /* Round trips (sent to answered) of the requests that got a reply:

@@ -159,6 +159,9 @@ void pool_stats(const struct pool *p, struct pool_stats *out)
     *out = p->stats;
     out->connected = p->ready;
     out->size = pool_nconn(p);
+    out->by_eval = 0;
+    for (int i = 0; i < pool_nconn(p); i++)
+        out->by_eval += p->conns[i].state == CONN_READY && p->conns[i].by_eval;
     out->nodes = 1;
     if (p->cluster) {
         out->nodes = 0;

@@ -486,6 +486,8 @@ Test(faults, a_daemon_started_while_redis_is_full_drains_the_backlog)
     json_decref(r);
     cr_assert(emqd_log_has(&fx_second, "redis refused to load the lane scripts: running them by "
                                        "EVAL until it takes them"));
+    cr_assert_gt(emqd_metric(&fx_second, "emqd_pool_fallback_connections"), 0,
+                 "the fallback is not in /metrics");
     redis_maxmemory(0);
     tc_close(c);
 }

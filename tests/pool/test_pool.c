@@ -997,6 +997,7 @@ Test(pool, without_the_library_scripts_run_by_eval_in_order)
     struct pool_stats st;
     pool_stats(w.pool, &st);
     cr_assert_gt(st.reloaded, 0, "the flush never left a call without its script");
+    cr_assert_eq(st.by_eval, 2, "both connections run the fallback");
     cr_assert_gt(redis_calls_of("evalsha"), 0);
     cr_assert_gt(redis_calls_of("script|load"), SCRIPT__COUNT,
                  "the fallback scripts were not loaded again after the flush");
