@@ -247,8 +247,7 @@ int pool_req_write(struct pool_conn *c, struct pool_req *r)
         pool_conn_fail_soon(c);
         return -1;
     }
-    bool again = r->reload || r->noscript;
-    if (again) {
+    if (r->reload || r->noscript) {
         r->resends++;
         r->pool->stats.reloaded++;
     }

@@ -172,13 +172,7 @@ static long long fcall_failures(void)
 {
     redisContext *rc = redis_server_connect(&fx_redis);
     cr_assert_not_null(rc);
-    redisReply *r = redisCommand(rc, "INFO commandstats");
-    cr_assert(r != NULL && r->type == REDIS_REPLY_STRING);
-    const char *line = strstr(r->str, "cmdstat_fcall:");
-    const char *eol = line != NULL ? strchr(line, '\r') : NULL;
-    const char *at = line != NULL ? strstr(line, "failed_calls=") : NULL;
-    long long n = at != NULL && (eol == NULL || at < eol) ? atoll(at + strlen("failed_calls=")) : 0;
-    freeReplyObject(r);
+    long long n = redis_cmdstat(rc, "fcall", "failed_calls=");
     redisFree(rc);
     return n;
 }

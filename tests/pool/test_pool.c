@@ -957,13 +957,13 @@ Test(pool, a_route_keeps_its_order_across_a_flushed_library)
     finish();
 }
 
-/* A plain command on a fresh connection of the test's own: its reply
- * (caller frees). */
-static redisReply *redis_say(const char *fmt, const char *arg)
+/* A plain command (no arguments to format) on a fresh connection of the
+ * test's own: its reply (caller frees). */
+static redisReply *redis_say(const char *cmd)
 {
     redisContext *rc = redis_server_connect(&w.rs);
     cr_assert_not_null(rc);
-    redisReply *r = arg != NULL ? redisCommand(rc, fmt, arg) : redisCommand(rc, fmt);
+    redisReply *r = redisCommand(rc, cmd);
     cr_assert_not_null(r);
     redisFree(rc);
     return r;
@@ -972,12 +972,10 @@ static redisReply *redis_say(const char *fmt, const char *arg)
 /* Calls of one command so far (INFO commandstats; 0 if never run). */
 static long long redis_calls_of(const char *cmd)
 {
-    redisReply *r = redis_say("INFO commandstats", NULL);
-    char key[64];
-    snprintf(key, sizeof(key), "cmdstat_%s:calls=", cmd);
-    const char *at = strstr(r->str, key);
-    long long n = at != NULL ? atoll(at + strlen(key)) : 0;
-    freeReplyObject(r);
+    redisContext *rc = redis_server_connect(&w.rs);
+    cr_assert_not_null(rc);
+    long long n = redis_cmdstat(rc, cmd, "calls=");
+    redisFree(rc);
     return n;
 }
 
@@ -990,7 +988,7 @@ static long long redis_calls_of(const char *cmd)
  * answered once and none fails. No FCALL is ever sent. */
 Test(pool, without_the_library_scripts_run_by_eval_in_order)
 {
-    freeReplyObject(redis_say("ACL SETUSER default -function|load", NULL));
+    freeReplyObject(redis_say("ACL SETUSER default -function|load"));
     struct pool_config cfg = config(2, 5000);
     open_pool(&cfg);
     route_pairs_across("reval", "SCRIPT", "FLUSH", PAIRS / 2);
@@ -1002,7 +1000,7 @@ Test(pool, without_the_library_scripts_run_by_eval_in_order)
     cr_assert_gt(redis_calls_of("script|load"), SCRIPT__COUNT,
                  "the fallback scripts were not loaded again after the flush");
     cr_assert_eq(redis_calls_of("fcall"), 0, "a call went by FCALL without a library");
-    freeReplyObject(redis_say("ACL SETUSER default +@all", NULL));
+    freeReplyObject(redis_say("ACL SETUSER default +@all"));
     finish();
 }
 
@@ -1017,8 +1015,8 @@ Test(pool, a_full_redis_without_the_library_runs_the_scripts_by_eval)
     open_pool(&cfg);
     struct keys k;
     cr_assert_eq(keys_init(&k, "rfull", 5), 0);
-    freeReplyObject(redis_say("FUNCTION FLUSH", NULL));
-    freeReplyObject(redis_say("CONFIG SET maxmemory 1", NULL));
+    freeReplyObject(redis_say("FUNCTION FLUSH"));
+    freeReplyObject(redis_say("CONFIG SET maxmemory 1"));
     struct call depth0 = {0}, pause = {0};
     const char *group[] = {"TENa"};
     cr_assert_eq(pool_script(w.pool, NULL, SCRIPT_DEPTH, &k, 1, group, NULL, reply_cb, &depth0), 0);
@@ -1028,7 +1026,7 @@ Test(pool, a_full_redis_without_the_library_runs_the_scripts_by_eval)
     cr_assert_eq(depth0.type, REDIS_REPLY_INTEGER, "depth: %s", depth0.str);
     cr_assert_eq(pause.type, REDIS_REPLY_INTEGER, "pause under OOM: %s", pause.str);
     cr_assert_gt(redis_calls_of("evalsha"), 0, "nothing ran by EVALSHA");
-    freeReplyObject(redis_say("CONFIG SET maxmemory 0", NULL));
+    freeReplyObject(redis_say("CONFIG SET maxmemory 0"));
     long long fcalls = redis_calls_of("fcall");
     static struct call more[4096];
     int n = 0;

@@ -237,27 +237,11 @@ void fx_complete_all(const struct leased *j, int n, const char *keep_ms)
     freeReplyObject(r);
 }
 
-/* field (e.g. "calls=") of cmd's line in an INFO commandstats text. */
-static long long cmdstat(const char *info, const char *cmd, const char *field)
-{
-    char key[64];
-    snprintf(key, sizeof(key), "cmdstat_%s:", cmd);
-    const char *line = strstr(info, key);
-    if (line == NULL)
-        return 0;
-    const char *eol = strchr(line, '\r'), *at = strstr(line, field);
-    return at != NULL && (eol == NULL || at < eol) ? atoll(at + strlen(field)) : 0;
-}
-
 long long fx_script_runs(void)
 {
-    redisReply *r = redisCommand(fx_conn, "INFO commandstats");
-    cr_assert(r != NULL && r->type == REDIS_REPLY_STRING);
-    long long n = cmdstat(r->str, "fcall", "calls=") + cmdstat(r->str, "eval", "calls=") +
-                  cmdstat(r->str, "evalsha", "calls=") -
-                  cmdstat(r->str, "evalsha", "failed_calls=");
-    freeReplyObject(r);
-    return n;
+    return redis_cmdstat(fx_conn, "fcall", "calls=") + redis_cmdstat(fx_conn, "eval", "calls=") +
+           redis_cmdstat(fx_conn, "evalsha", "calls=") -
+           redis_cmdstat(fx_conn, "evalsha", "failed_calls=");
 }
 
 long long fx_calls_of(const char *cmd)

@@ -294,6 +294,20 @@ long long redis_wake_subscribers(redisContext *c, const char *queue)
     return n;
 }
 
+long long redis_cmdstat(redisContext *c, const char *cmd, const char *field)
+{
+    redisReply *r = redisCommand(c, "INFO commandstats");
+    cr_assert(r != NULL && r->type == REDIS_REPLY_STRING, "INFO commandstats failed");
+    char key[64];
+    snprintf(key, sizeof(key), "cmdstat_%s:", cmd);
+    const char *line = strstr(r->str, key);
+    const char *eol = line != NULL ? strchr(line, '\r') : NULL;
+    const char *at = line != NULL ? strstr(line, field) : NULL;
+    long long n = at != NULL && (eol == NULL || at < eol) ? atoll(at + strlen(field)) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
 long long redis_info_int(redisContext *c, const char *section, const char *key)
 {
     redisReply *r = redisCommand(c, "INFO %s", section);

@@ -56,6 +56,11 @@ long long redis_int(redisContext *c, const char *fmt, ...) __attribute__((format
  * connection error. */
 long long redis_info_int(redisContext *c, const char *section, const char *key);
 
+/* Field (e.g. "calls=", "failed_calls=") of command cmd's line in INFO
+ * commandstats ("cmdstat_<cmd>:..."); 0 if cmd never ran. The test fails
+ * if INFO does. */
+long long redis_cmdstat(redisContext *c, const char *cmd, const char *field);
+
 /* The subscribers of queue's wake channel emq:{queue}:wake on the server
  * c is connected to (PUBSUB SHARDNUMSUB: wakes are sharded pub/sub, and a
  * node counts its own subscribers only). */
