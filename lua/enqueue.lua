@@ -25,9 +25,9 @@
 -- (admit_row's leased): one HSETNX and one HSET, no read back.
 local function may_hand(g)
   if g == '' then return call('ZCARD', K_PENDING) == 0 end
-  if call('LLEN', K_RING) > 0 or call('ZCARD', lane_key(g)) > 0 or paused(g) then
-    return false
-  end
+  if call('LLEN', K_RING) > 0 or call('ZCARD', lane_key(g)) > 0 then return false end
+  memos() -- paused() here, settings() below and admit_row's cap: one read of both
+  if paused(g) then return false end
   -- A group with a rate is never handed off: its lease must enter the
   -- rate's window, which the claim keeps. Nor during a re-place walk:
   -- lanes set aside in an old ring are waiting to be served, though the

@@ -107,6 +107,15 @@ local function int_again(n)
   return int_last_s
 end
 
+-- tonumber(s) for a text that repeats from one item of a call to the next
+-- (an enqueue_many's max_attempts): parsed once for as long as it does
+-- not change (int_again's converse).
+local num_last_s, num_last_n = nil, nil
+local function num_again(s)
+  if s ~= num_last_s or s == nil then num_last_s, num_last_n = s, tonumber(s) end
+  return num_last_n
+end
+
 local function row_key(id) return PFX .. 'job:' .. id end
 
 -- A job's row as the views show it (job.lua, peek.lua): HGETALL's fields
@@ -216,6 +225,25 @@ end
 local function paused(g)
   if any_paused == nil then any_paused = call('EXISTS', K_PAUSED) == 1 end
   return any_paused and call('SISMEMBER', K_PAUSED, g) == 1
+end
+
+-- Both memos in one call, for a script that will likely ask both: an
+-- enqueue asks the cap's setting for its group, then, when its job opens
+-- the lane, whether the group is paused (the hand-off asks the same two
+-- first). One EXISTS of both keys answers both when it counts 0 or 2
+-- (most queues have neither); 1 needs one more to say which. So a queue
+-- with no setting pays one call where it paid two, and one with a
+-- setting pays at most the two it paid. Only when neither is known: a
+-- memo already read is not read again.
+local function memos()
+  if any_limit ~= nil or any_paused ~= nil then return end
+  local n = call('EXISTS', K_GLIMIT, K_PAUSED)
+  if n == 1 then
+    any_limit = call('EXISTS', K_GLIMIT) == 1
+    any_paused = not any_limit
+  else
+    any_limit, any_paused = n == 2, n == 2
+  end
 end
 
 -- The server clock, read once per script call and only when a rate needs
@@ -726,7 +754,7 @@ end
 local function lease(id, g, dl, tok, now, by, out, width, later)
   local row = row_key(id)
   local f = call('HMGET', row, 'attempts', 'payload', 'ready_ms', 'created_ms')
-  local att = tonumber(f[1] or '0') + 1
+  local att = f[1] and tonumber(f[1]) + 1 or 1 -- a first lease's row has no attempts
   call('HSET', row, 'state', 'active', 'attempts', int_again(att), 'lease', tok, 'lease_by',
        by or '')
   if later then
@@ -737,7 +765,10 @@ local function lease(id, g, dl, tok, now, by, out, width, later)
   end
   local payload, n = f[2] or '', #out
   out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, g, payload, att, tok
-  if width == 6 then out[n + 6] = math.max(0, now - (tonumber(f[3] or f[4] or '') or now)) end
+  if width == 6 then
+    local wait = now - (tonumber(f[3] or f[4] or '') or now)
+    out[n + 6] = wait > 0 and wait or 0
+  end
   return #payload
 end
 
@@ -813,15 +844,17 @@ end
 -- already holds its cap of pending + delayed jobs (its own c:G, else the
 -- queue's d:cap). Returns nil (admit) or, refused, the cap and where it
 -- comes from ('group' or 'queue'). Whether the queue has any lane
--- setting at all is the EXISTS memo the other settings share (any_limit):
--- read once per script call, so a queue with no setting pays one EXISTS
--- per call, however many jobs the call admits, and to_backlog's settings
--- then reuse it. A queue with settings pays one HMGET per job for the
--- cap; a capped lane, two ZCARDs more. Flat jobs have no lane and no cap.
+-- setting at all is the EXISTS memo the other settings share (any_limit,
+-- read with any_paused's by memos()): read once per script call, so a
+-- queue with no setting pays one EXISTS per call, however many jobs the
+-- call admits, and to_backlog's settings then reuse it. A queue with
+-- settings pays one HMGET per job for the cap; a capped lane, two ZCARDs
+-- more. Flat jobs have no lane and no cap.
 -- Only admission is bounded: a retry, a promotion, a release or a
 -- reassign moves a job already admitted and is never refused.
 local function cap_refuses(g)
   if g == '' then return nil end
+  memos()
   if any_limit == nil then any_limit = call('EXISTS', K_GLIMIT) == 1 end
   if not any_limit then return nil end
   local f = call('HMGET', K_GLIMIT, 'c:' .. g, 'd:cap')
@@ -862,10 +895,14 @@ end
 -- 'leased', and the caller puts it in the lease indexes. now_s: int(now)
 -- when the caller has formatted it once for all its items (nil: here).
 local function admit_row(id, g, payload, delay, max, now, fresh, row, leased, now_s)
-  if string.sub(id, 1, 3) ~= 'JOB' then return nil, 'EKIND job id must be JOB-namespaced' end
-  if not valid_job(id) then return nil, 'EARG malformed job id' end
+  if not valid_job(id) then
+    if string.sub(id, 1, 3) ~= 'JOB' then return nil, 'EKIND job id must be JOB-namespaced' end
+    return nil, 'EARG malformed job id'
+  end
   if g ~= '' and not valid_group(g) then return nil, 'EBRAND malformed group id' end
-  delay, max = tonumber(delay), tonumber(max)
+  -- Most jobs are due now, and a call's items share one max_attempts.
+  delay = delay == '0' and 0 or tonumber(delay)
+  max = num_again(max)
   if not delay or delay < 0 or not max or max < 0 then
     return nil, 'EARG delay_ms and max_attempts must be non-negative'
   end
@@ -910,8 +947,8 @@ end
 -- daemon serves few queues, but the table is cleared once it holds 1,024
 -- of them, so no run of prefixes grows it without bound. The memos of a
 -- call (any_limit, any_paused, clock_ms, walking) start empty: they hold
--- what this call read. int_again's is kept: it maps a number to its
--- text, true in every call.
+-- what this call read. int_again's and num_again's are kept: they map a
+-- number to its text and a text to its number, true in every call.
 local names_of, names_count = {}, 0
 local function begin(argv)
   call = redis.call

@@ -125,6 +125,30 @@ LANE_TEST(handoff, queued_when_its_group_may_not_run_it_now)
     cr_assert_str_eq(j[0].job, "JOBc2", "the lane keeps its order");
 }
 
+/* The hand-off asks whether its group is paused and what its settings
+ * are: one EXISTS of glimit and paused answers both when neither exists
+ * (or both do); when one does, one more says which (lib.lua: memos). Each
+ * answer must be the right one: a group under a ceiling but not paused is
+ * handed off, then held at its ceiling. */
+LANE_TEST(handoff, one_exists_reads_whether_glimit_and_paused_exist)
+{
+    char lease[32];
+    freeReplyObject(redisCommand(fx_conn, "CONFIG RESETSTAT"));
+    assert_handed(enqueue_hand("JOBm1", "TENa", "0"), "JOBm1", "TENa", lease, sizeof(lease));
+    cr_assert_eq(fx_calls_of("exists"), 1, "neither exists: one EXISTS of both");
+
+    cr_assert_eq(fx_int(SCRIPT_LIMIT, "TENc", "1", NULL), 1);
+    freeReplyObject(redisCommand(fx_conn, "CONFIG RESETSTAT"));
+    assert_handed(enqueue_hand("JOBm2", "TENc", "0"), "JOBm2", "TENc", lease, sizeof(lease));
+    cr_assert_eq(fx_calls_of("exists"), 2, "one of the two exists: one more EXISTS says which");
+    assert_queued(enqueue_hand("JOBm3", "TENc", "0"), "the group is at its ceiling");
+
+    cr_assert_eq(fx_int(SCRIPT_PAUSE, "TENp", NULL), 1);
+    freeReplyObject(redisCommand(fx_conn, "CONFIG RESETSTAT"));
+    assert_queued(enqueue_hand("JOBm4", "TENp", "0"), "the group is paused");
+    cr_assert_eq(fx_calls_of("exists"), 1, "both exist: one EXISTS of both");
+}
+
 static long long seq_now(void)
 {
     redisReply *r = redisCommand(fx_conn, "GET %s", fx_q.names[KEY_SEQ]);
