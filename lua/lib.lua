@@ -234,7 +234,9 @@ end
 -- (most queues have neither); 1 needs one more to say which. So a queue
 -- with no setting pays one call where it paid two, and one with a
 -- setting pays at most the two it paid. Only when neither is known: a
--- memo already read is not read again.
+-- memo already read is not read again. The rule of the memos above holds
+-- for both at once: its callers (cap_refuses, enqueue.lua's may_hand)
+-- run in scripts that write neither glimit nor paused.
 local function memos()
   if any_limit ~= nil or any_paused ~= nil then return end
   local n = call('EXISTS', K_GLIMIT, K_PAUSED)
