@@ -8,6 +8,9 @@
  * the commands stay, and what goes is Lua's part (the VM, its collector,
  * the hashing of every string it makes, its tables around each call).
  *
+ * Also enqueue.lua's single enqueue with its hand-off to a parked
+ * consumer (the light-load path).
+ *
  * Not served, each refused with an ENOTSUP error before it writes
  * anything: a call with a delayed job or with a fail item (the whole
  * call), a claim or completion in a queue with a lane setting (glimit or
@@ -266,7 +269,66 @@ static void vec_clear(struct call *c, struct vec *v)
     v->n = 0;
 }
 
-/* ---- enqueue_many ------------------------------------------------------- */
+/* ---- enqueue and enqueue_many ------------------------------------------ */
+
+/* admit_row's checks of one item, in its order: the error, or NULL. */
+static const char *item_error(const char *id, size_t idn, const char *g, size_t gn, const char *m,
+                              size_t mn, double *max)
+{
+    if (!valid_job(id, idn))
+        return idn >= 3 && memcmp(id, "JOB", 3) == 0 ? "EARG malformed job id"
+                                                     : "EKIND job id must be JOB-namespaced";
+    if (gn > 0 && !valid_group(g, gn))
+        return "EBRAND malformed group id";
+    if (!to_num(m, mn, max) || *max < 0)
+        return "EARG delay_ms and max_attempts must be non-negative";
+    return NULL;
+}
+
+#define NOT_PLAIN "ENOTSUP the what-if serves only a queue with no lane setting"
+
+/* to_backlog(id, g, seen): into the lane (or the flat set); a lane made
+ * non-empty joins the registry and the ring, waking parked consumers
+ * when the ring was empty. seen (NULL: none) holds the lanes this call
+ * has put a job in already, which are known non-empty. */
+static void to_backlog(struct call *c, RedisModuleString *id, RedisModuleString *gs,
+                       struct set *seen)
+{
+    size_t gn;
+    const char *g = rm_str(gs, &gn);
+    if (gn == 0)
+        buf_key(&c->k, c->pfx, c->pn, "pending", NULL, 0, NULL);
+    else
+        buf_key(&c->k, c->pfx, c->pn, "g:", g, gn, ":pending");
+    rm_free_reply(rm_call(c->ctx, "ZADD", "!bcs", c->k.s, c->k.n, "0", id));
+    if (seen != NULL) {
+        if (set_find(seen, g, gn, false, 0) >= 0)
+            return;
+        set_find(seen, g, gn, true, 1);
+    }
+    if (call_int(rm_call(c->ctx, "ZCARD", "b", c->k.s, c->k.n)) != 1)
+        return;
+    if (gn == 0) {
+        wake(c);
+        return;
+    }
+    struct buf k;
+    buf_key(&k, c->pfx, c->pn, "groups", NULL, 0, NULL);
+    rm_free_reply(rm_call(c->ctx, "SADD", "!bs", k.s, k.n, gs));
+    buf_key(&k, c->pfx, c->pn, "ring", NULL, 0, NULL);
+    if (call_int(rm_call(c->ctx, "RPUSH", "!bs", k.s, k.n, gs)) == 1)
+        wake(c);
+}
+
+/* The row of a job due now, pending (its row has no attempts yet). */
+static void write_pending(struct call *c, RedisModuleString *row, const char *g, size_t gn,
+                          RedisModuleString *payload, double max, const char *now_s, size_t now_n)
+{
+    char ms[24];
+    size_t msn = fmt_ll(ms, (long long)max);
+    rm_free_reply(rm_call(c->ctx, "HSET", "!scccbcscbcb", row, "state", "pending", "group", g, gn,
+                          "payload", payload, "max_attempts", ms, msn, "created_ms", now_s, now_n));
+}
 
 static int cmd_enqueue_many(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
@@ -294,11 +356,8 @@ static int cmd_enqueue_many(RedisModuleCtx *ctx, RedisModuleString **argv, int a
     }
     bool fresh = items <= 1000 && call_int(rm_call(ctx, "EXISTS", "v", rows.v, rows.n)) == 0;
     struct set ids, seen;
-    if (!set_init(&ids, items) || !set_init(&seen, items + 1)) {
-        vec_clear(&c, &rows);
-        free(rows.v);
-        return rm_reply_error(ctx, "ENOMEM");
-    }
+    if (!set_init(&ids, items) || !set_init(&seen, items + 1))
+        abort();   /* a bench tool's module */
     int memo = -1; /* plain_queue, read at the first grouped item */
     rm_reply_array(ctx, (long)items);
     for (size_t i = 0; i < items; i++) {
@@ -306,24 +365,15 @@ static int cmd_enqueue_many(RedisModuleCtx *ctx, RedisModuleString **argv, int a
         size_t idn, gn, mn;
         const char *id = rm_str(a[0], &idn), *g = rm_str(a[1], &gn), *m = rm_str(a[4], &mn);
         double max;
-        if (!valid_job(id, idn)) {
-            rm_reply_error(ctx, idn >= 3 && memcmp(id, "JOB", 3) == 0
-                                    ? "EARG malformed job id"
-                                    : "EKIND job id must be JOB-namespaced");
-            continue;
-        }
-        if (gn > 0 && !valid_group(g, gn)) {
-            rm_reply_error(ctx, "EBRAND malformed group id");
-            continue;
-        }
-        if (!to_num(m, mn, &max) || max < 0) {
-            rm_reply_error(ctx, "EARG delay_ms and max_attempts must be non-negative");
+        const char *err = item_error(id, idn, g, gn, m, mn, &max);
+        if (err != NULL) {
+            rm_reply_error(ctx, err);
             continue;
         }
         if (gn > 0 && memo < 0)
             memo = plain_queue(&c, true);
         if (memo == 0) {
-            rm_reply_error(ctx, "ENOTSUP the what-if serves only a queue with no lane setting");
+            rm_reply_error(ctx, NOT_PLAIN);
             continue;
         }
         RedisModuleString *row = rows.v[i];
@@ -337,41 +387,109 @@ static int cmd_enqueue_many(RedisModuleCtx *ctx, RedisModuleString **argv, int a
             rm_reply_ll(ctx, 0);
             continue;
         }
-        char ms[24];
-        size_t msn = fmt_ll(ms, (long long)max);
-        rm_free_reply(rm_call(ctx, "HSET", "!scccbcscbcb", row, "state", "pending", "group", g, gn,
-                              "payload", a[2], "max_attempts", ms, msn, "created_ms", now_s,
-                              now_n));
-        /* to_backlog(id, g, seen) */
-        if (gn == 0) {
-            buf_key(&c.k, c.pfx, c.pn, "pending", NULL, 0, NULL);
-            rm_free_reply(rm_call(ctx, "ZADD", "!bcs", c.k.s, c.k.n, "0", a[0]));
-            if (set_find(&seen, "", 0, false, 0) < 0) {
-                set_find(&seen, "", 0, true, 1);
-                if (call_int(rm_call(ctx, "ZCARD", "b", c.k.s, c.k.n)) == 1)
-                    wake(&c);
-            }
-        } else {
-            buf_key(&c.k, c.pfx, c.pn, "g:", g, gn, ":pending");
-            rm_free_reply(rm_call(ctx, "ZADD", "!bcs", c.k.s, c.k.n, "0", a[0]));
-            if (set_find(&seen, g, gn, false, 0) < 0) {
-                set_find(&seen, g, gn, true, 1);
-                if (call_int(rm_call(ctx, "ZCARD", "b", c.k.s, c.k.n)) == 1) {
-                    struct buf k;
-                    buf_key(&k, c.pfx, c.pn, "groups", NULL, 0, NULL);
-                    rm_free_reply(rm_call(ctx, "SADD", "!bs", k.s, k.n, a[1]));
-                    buf_key(&k, c.pfx, c.pn, "ring", NULL, 0, NULL);
-                    if (call_int(rm_call(ctx, "RPUSH", "!bs", k.s, k.n, a[1])) == 1)
-                        wake(&c);
-                }
-            }
-        }
+        write_pending(&c, row, g, gn, a[2], max, now_s, now_n);
+        to_backlog(&c, a[0], a[1], &seen);
         rm_reply_ll(ctx, 1);
     }
     set_free(&ids);
     set_free(&seen);
     vec_clear(&c, &rows);
     free(rows.v);
+    return RM_OK;
+}
+
+/* enqueue.lua: one job, handed off on a lease to a consumer the caller
+ * has parked (ARGV 7 lease_ms > 0) when a claim would serve it next
+ * anyway (may_hand: nothing else serviceable, its lane empty). */
+static int cmd_enqueue(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    if (argc < 7)
+        return rm_reply_error(ctx, "EARG five arguments per item expected");
+    struct call c = {.ctx = ctx};
+    c.pfx = rm_str(argv[1], &c.pn);
+    size_t idn, gn, dn, mn, hn = 1, byn = 0;
+    const char *id = rm_str(argv[2], &idn), *g = rm_str(argv[3], &gn);
+    const char *d = rm_str(argv[5], &dn), *m = rm_str(argv[6], &mn);
+    const char *hs = argc > 7 ? rm_str(argv[7], &hn) : "0";
+    const char *by = argc > 8 ? rm_str(argv[8], &byn) : "";
+    double hand, delay;
+    if (!to_num(hs, hn, &hand) || hand < 0)
+        return rm_reply_error(ctx, "EARG lease_ms must be non-negative");
+    if (!to_num(d, dn, &delay) || delay != 0)
+        return rm_reply_error(ctx, "ENOTSUP the what-if admits only jobs due now");
+    long long now = now_ms(&c);
+    int memo = -1; /* memos(): whether the queue has no setting */
+    bool leased = false;
+    if (hand > 0) {
+        /* may_hand(g) */
+        if (gn == 0) {
+            buf_key(&c.k, c.pfx, c.pn, "pending", NULL, 0, NULL);
+            leased = call_int(rm_call(ctx, "ZCARD", "b", c.k.s, c.k.n)) == 0;
+        } else {
+            buf_key(&c.k, c.pfx, c.pn, "ring", NULL, 0, NULL);
+            if (call_int(rm_call(ctx, "LLEN", "b", c.k.s, c.k.n)) == 0) {
+                buf_key(&c.k, c.pfx, c.pn, "g:", g, gn, ":pending");
+                if (call_int(rm_call(ctx, "ZCARD", "b", c.k.s, c.k.n)) == 0) {
+                    memo = plain_queue(&c, true);
+                    if (memo == 0)
+                        return rm_reply_error(ctx, NOT_PLAIN);
+                    leased = true;
+                }
+            }
+        }
+    }
+    /* admit_row */
+    double max;
+    const char *err = item_error(id, idn, g, gn, m, mn, &max);
+    if (err != NULL)
+        return rm_reply_error(ctx, err);
+    if (gn > 0 && memo < 0 && !plain_queue(&c, true))
+        return rm_reply_error(ctx, NOT_PLAIN);
+    buf_key(&c.k, c.pfx, c.pn, "job:", id, idn, NULL);
+    RedisModuleString *row = rm_create_string(ctx, c.k.s, c.k.n);
+    if (call_int(rm_call(ctx, "HSETNX", "!scc", row, "state", leased ? "active" : "pending")) ==
+        0) {
+        rm_free_string(ctx, row);
+        return rm_reply_ll(ctx, 0);
+    }
+    char now_s[24];
+    size_t now_n = fmt_ll(now_s, now);
+    if (!leased) {
+        write_pending(&c, row, g, gn, argv[4], max, now_s, now_n);
+        rm_free_string(ctx, row);
+        to_backlog(&c, argv[2], argv[3], NULL);
+        return rm_reply_ll(ctx, 1);
+    }
+    struct buf k;
+    buf_key(&k, c.pfx, c.pn, "seq", NULL, 0, NULL);
+    long long seq = call_int(rm_call(ctx, "INCR", "!b", k.s, k.n));
+    char ts[40], ms[24], dl[24];
+    size_t tsn = (size_t)snprintf(ts, sizeof(ts), "%llx-%llx", (unsigned long long)seq,
+                                  (unsigned long long)(now % 4294967296LL));
+    size_t msn = fmt_ll(ms, (long long)max);
+    size_t dln = fmt_ll(dl, now + (long long)hand);
+    rm_free_reply(rm_call(ctx, "HSET", "!scccbcscccbcbcbcb", row, "state", "active", "group", g, gn,
+                          "payload", argv[4], "attempts", "1", "max_attempts", ms, msn,
+                          "created_ms", now_s, now_n, "lease", ts, tsn, "lease_by", by, byn));
+    rm_free_string(ctx, row);
+    buf_key(&k, c.pfx, c.pn, "active", NULL, 0, NULL);
+    rm_free_reply(rm_call(ctx, "ZADD", "!bbs", k.s, k.n, dl, dln, argv[2]));
+    if (gn > 0) {
+        buf_key(&k, c.pfx, c.pn, "g:", g, gn, ":active");
+        rm_free_reply(rm_call(ctx, "ZADD", "!bbs", k.s, k.n, dl, dln, argv[2]));
+        buf_key(&k, c.pfx, c.pn, "groups", NULL, 0, NULL);
+        rm_free_reply(rm_call(ctx, "SADD", "!bs", k.s, k.n, argv[3]));
+    }
+    rm_reply_array(ctx, 7);
+    rm_reply_ll(ctx, 1);
+    rm_reply_ll(ctx, now + (long long)hand);
+    rm_reply_buffer(ctx, id, idn);
+    rm_reply_buffer(ctx, g, gn);
+    size_t pn;
+    const char *p = rm_str(argv[4], &pn);
+    rm_reply_buffer(ctx, p, pn);
+    rm_reply_ll(ctx, 1);
+    rm_reply_buffer(ctx, ts, tsn);
     return RM_OK;
 }
 
@@ -509,7 +627,7 @@ static int cmd_claim(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         max_bytes = 0;
     long long now = now_ms(&cl.c), deadline = now + (long long)lease_ms;
     if (!plain_queue(&cl.c, false))
-        return rm_reply_error(ctx, "ENOTSUP the what-if serves only a queue with no lane setting");
+        return rm_reply_error(ctx, NOT_PLAIN);
     struct buf k;
     buf_key(&k, cl.c.pfx, cl.c.pn, "ring", NULL, 0, NULL);
     cl.ring_len = (int)call_int(rm_call(ctx, "LLEN", "b", k.s, k.n));
@@ -700,7 +818,7 @@ static int cmd_complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     char now[24];
     size_t now_n = fmt_ll(now, t_now);
     if (!plain_queue(&c, false))
-        return rm_reply_error(ctx, "ENOTSUP the what-if serves only a queue with no lane setting");
+        return rm_reply_error(ctx, NOT_PLAIN);
     int items = (argc - 3) / 2;
     /* The call's settled jobs leave the lease indexes together at its end
      * (lib.lua: batch_put / batch_run): the lanes in the order met. */
@@ -821,6 +939,8 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     rm_set_attribs(ctx, "emqlanes", 1, RM_APIVER_1);
     if (rm_create_command(ctx, "emqlanes.enqueue_many", cmd_enqueue_many, "write deny-oom", 0, 0,
                           0) != RM_OK ||
+        rm_create_command(ctx, "emqlanes.enqueue", cmd_enqueue, "write deny-oom", 0, 0, 0) !=
+            RM_OK ||
         rm_create_command(ctx, "emqlanes.claim", cmd_claim, "write", 0, 0, 0) != RM_OK ||
         rm_create_command(ctx, "emqlanes.complete", cmd_complete, "write", 0, 0, 0) != RM_OK)
         return RM_ERR;
