@@ -11,12 +11,15 @@
  * Also enqueue.lua's single enqueue with its hand-off to a parked
  * consumer (the light-load path).
  *
- * Not served, each refused with an ENOTSUP error before it writes
- * anything: a call with a delayed job or with a fail item (the whole
- * call), a claim or completion in a queue with a lane setting (glimit or
- * paused exists; the whole call), and in such a queue an enqueue_many's
- * grouped items (that item: each item's verdict stands on its own, as
- * in the library). emqd never sends these commands.
+ * Each command takes FCALL's arguments for the library's function of
+ * the same work (the function, numkeys, then its ARGV: the prefix and
+ * the rest), so that a caller swaps only the command's name. What the
+ * module does not do itself it passes on, whole, to that function
+ * (RedisModule_Call of FCALL), always before it has written anything, so
+ * that one command still has one effect: a call with a delayed job or a
+ * fail item, a call that declares keys, and any call in a queue with a
+ * lane setting (glimit or paused exists). emqd never sends these
+ * commands.
  *
  * Redis ships redismodule.h in its source tree only, and Debian packages
  * none, so the few parts of the module API used here are declared below
@@ -60,6 +63,7 @@ static void (*rm_reply_set_len)(RedisModuleCtx *ctx, long len);
 static int (*rm_reply_buffer)(RedisModuleCtx *ctx, const char *p, size_t len);
 static int (*rm_reply_ll)(RedisModuleCtx *ctx, long long v);
 static int (*rm_reply_error)(RedisModuleCtx *ctx, const char *err);
+static int (*rm_reply_call_reply)(RedisModuleCtx *ctx, RedisModuleCallReply *r);
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -285,7 +289,26 @@ static const char *item_error(const char *id, size_t idn, const char *g, size_t 
     return NULL;
 }
 
-#define NOT_PLAIN "ENOTSUP the what-if serves only a queue with no lane setting"
+/* The command being served, whole (its name, the function, numkeys, ...),
+ * for delegate(): set by cmd_* before each native_* runs. */
+static RedisModuleString **call_argv;
+static int call_argc;
+
+/* Pass the command on to the library's function: FCALL with the same
+ * arguments. Its reply, error or not, is the command's. "!": the
+ * function's writes are propagated (to the AOF, to replicas) as a
+ * client's FCALL's are; without it a module's RedisModule_Call of FCALL
+ * propagates none of them (found with an AOF: the jobs were gone after a
+ * restart). */
+static int delegate(RedisModuleCtx *ctx)
+{
+    RedisModuleCallReply *r = rm_call(ctx, "FCALL", "!v", call_argv + 1, (size_t)(call_argc - 1));
+    if (r == NULL)
+        return rm_reply_error(ctx, "ERR the library's function could not be called");
+    rm_reply_call_reply(ctx, r);
+    rm_free_reply(r);
+    return RM_OK;
+}
 
 /* to_backlog(id, g, seen): into the lane (or the flat set); a lane made
  * non-empty joins the registry and the ring, waking parked consumers
@@ -330,7 +353,7 @@ static void write_pending(struct call *c, RedisModuleString *row, const char *g,
                           "payload", payload, "max_attempts", ms, msn, "created_ms", now_s, now_n));
 }
 
-static int cmd_enqueue_many(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+static int native_enqueue_many(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     if (argc < 7 || (argc - 2) % 5 != 0)
         return rm_reply_error(ctx, "EARG five arguments per item expected");
@@ -341,7 +364,7 @@ static int cmd_enqueue_many(RedisModuleCtx *ctx, RedisModuleString **argv, int a
         size_t dn;
         const char *d = rm_str(argv[2 + 5 * i + 3], &dn);
         if (dn != 1 || d[0] != '0')
-            return rm_reply_error(ctx, "ENOTSUP the what-if admits only jobs due now");
+            return delegate(ctx);
     }
     long long now = now_ms(&c);
     char now_s[24];
@@ -355,10 +378,22 @@ static int cmd_enqueue_many(RedisModuleCtx *ctx, RedisModuleString **argv, int a
         vec_put(&c, &rows, c.k.s, c.k.n);
     }
     bool fresh = items <= 1000 && call_int(rm_call(ctx, "EXISTS", "v", rows.v, rows.n)) == 0;
+    /* Whether the queue has a setting, read before any write (the
+     * library reads it at its first grouped item: the same one EXISTS). */
+    bool grouped = false;
+    for (size_t i = 0; i < items && !grouped; i++) {
+        size_t gn;
+        rm_str(argv[2 + 5 * i + 1], &gn);
+        grouped = gn > 0;
+    }
+    if (grouped && !plain_queue(&c, true)) {
+        vec_clear(&c, &rows);
+        free(rows.v);
+        return delegate(ctx);
+    }
     struct set ids, seen;
     if (!set_init(&ids, items) || !set_init(&seen, items + 1))
-        abort();   /* a bench tool's module */
-    int memo = -1; /* plain_queue, read at the first grouped item */
+        abort(); /* a bench tool's module */
     rm_reply_array(ctx, (long)items);
     for (size_t i = 0; i < items; i++) {
         RedisModuleString **a = argv + 2 + 5 * i;
@@ -368,12 +403,6 @@ static int cmd_enqueue_many(RedisModuleCtx *ctx, RedisModuleString **argv, int a
         const char *err = item_error(id, idn, g, gn, m, mn, &max);
         if (err != NULL) {
             rm_reply_error(ctx, err);
-            continue;
-        }
-        if (gn > 0 && memo < 0)
-            memo = plain_queue(&c, true);
-        if (memo == 0) {
-            rm_reply_error(ctx, NOT_PLAIN);
             continue;
         }
         RedisModuleString *row = rows.v[i];
@@ -401,7 +430,7 @@ static int cmd_enqueue_many(RedisModuleCtx *ctx, RedisModuleString **argv, int a
 /* enqueue.lua: one job, handed off on a lease to a consumer the caller
  * has parked (ARGV 7 lease_ms > 0) when a claim would serve it next
  * anyway (may_hand: nothing else serviceable, its lane empty). */
-static int cmd_enqueue(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+static int native_enqueue(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     if (argc < 7)
         return rm_reply_error(ctx, "EARG five arguments per item expected");
@@ -416,7 +445,7 @@ static int cmd_enqueue(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if (!to_num(hs, hn, &hand) || hand < 0)
         return rm_reply_error(ctx, "EARG lease_ms must be non-negative");
     if (!to_num(d, dn, &delay) || delay != 0)
-        return rm_reply_error(ctx, "ENOTSUP the what-if admits only jobs due now");
+        return delegate(ctx);
     long long now = now_ms(&c);
     int memo = -1; /* memos(): whether the queue has no setting */
     bool leased = false;
@@ -432,7 +461,7 @@ static int cmd_enqueue(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
                 if (call_int(rm_call(ctx, "ZCARD", "b", c.k.s, c.k.n)) == 0) {
                     memo = plain_queue(&c, true);
                     if (memo == 0)
-                        return rm_reply_error(ctx, NOT_PLAIN);
+                        return delegate(ctx);
                     leased = true;
                 }
             }
@@ -444,7 +473,7 @@ static int cmd_enqueue(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if (err != NULL)
         return rm_reply_error(ctx, err);
     if (gn > 0 && memo < 0 && !plain_queue(&c, true))
-        return rm_reply_error(ctx, NOT_PLAIN);
+        return delegate(ctx);
     buf_key(&c.k, c.pfx, c.pn, "job:", id, idn, NULL);
     RedisModuleString *row = rm_create_string(ctx, c.k.s, c.k.n);
     if (call_int(rm_call(ctx, "HSETNX", "!scc", row, "state", leased ? "active" : "pending")) ==
@@ -606,7 +635,7 @@ static int play(struct claim *cl, int limit, int *turns, int *taken, int *tail, 
     return nt;
 }
 
-static int cmd_claim(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+static int native_claim(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     if (argc < 4)
         return rm_reply_error(ctx, "EARG count and lease_ms must be positive");
@@ -621,13 +650,13 @@ static int cmd_claim(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if (!to_num(ns, nn, &n) || n < 1 || !to_num(ls, ln, &lease_ms) || lease_ms < 1)
         return rm_reply_error(ctx, "EARG count and lease_ms must be positive");
     if (n > 100000)
-        return rm_reply_error(ctx, "ENOTSUP the what-if claims at most 100000 a call");
+        return delegate(ctx);
     int width = wn == 1 && ws[0] == '1' ? 6 : 5;
     if (!to_num(mbs, mbn, &max_bytes))
         max_bytes = 0;
     long long now = now_ms(&cl.c), deadline = now + (long long)lease_ms;
     if (!plain_queue(&cl.c, false))
-        return rm_reply_error(ctx, NOT_PLAIN);
+        return delegate(ctx);
     struct buf k;
     buf_key(&k, cl.c.pfx, cl.c.pn, "ring", NULL, 0, NULL);
     cl.ring_len = (int)call_int(rm_call(ctx, "LLEN", "b", k.s, k.n));
@@ -797,7 +826,7 @@ static int cmd_claim(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 
 /* ---- complete (completions only) ---------------------------------------- */
 
-static int cmd_complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+static int native_complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     struct call c = {.ctx = ctx};
     size_t kn;
@@ -809,7 +838,7 @@ static int cmd_complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         size_t n;
         const char *w = rm_str(argv[i], &n);
         if (n == 4 && memcmp(w, "fail", 4) == 0)
-            return rm_reply_error(ctx, "ENOTSUP the what-if settles completions only");
+            return delegate(ctx);
     }
     if ((argc - 3) % 2 != 0)
         return rm_reply_error(ctx, "EARG a completion needs a job and a lease");
@@ -818,7 +847,7 @@ static int cmd_complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     char now[24];
     size_t now_n = fmt_ll(now, t_now);
     if (!plain_queue(&c, false))
-        return rm_reply_error(ctx, NOT_PLAIN);
+        return delegate(ctx);
     int items = (argc - 3) / 2;
     /* The call's settled jobs leave the lease indexes together at its end
      * (lib.lua: batch_put / batch_run): the lanes in the order met. */
@@ -905,6 +934,31 @@ static int cmd_complete(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     return RM_OK;
 }
 
+/* ---- the commands: NAME function numkeys [key ...] prefix ARGV... ---- */
+
+/* Each command takes FCALL's arguments for the library's function of the
+ * same work, so a caller swaps only the command's name. A call that
+ * declares keys (a cluster's) is passed on whole; otherwise native_*
+ * reads argv as the function's ARGV, argv[1] the prefix. */
+#define COMMAND(name)                                                                              \
+    static int cmd_##name(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)                 \
+    {                                                                                              \
+        if (argc < 4)                                                                              \
+            return rm_reply_error(ctx, "ERR a function, numkeys and a prefix expected");           \
+        call_argv = argv;                                                                          \
+        call_argc = argc;                                                                          \
+        size_t n;                                                                                  \
+        const char *keys = rm_str(argv[2], &n);                                                    \
+        if (n != 1 || keys[0] != '0')                                                              \
+            return delegate(ctx);                                                                  \
+        return native_##name(ctx, argv + 2, argc - 2);                                             \
+    }
+
+COMMAND(enqueue_many)
+COMMAND(enqueue)
+COMMAND(claim)
+COMMAND(complete)
+
 /* ---- loading ------------------------------------------------------------ */
 
 #define API(var, name)                                                                             \
@@ -936,6 +990,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     API(rm_reply_buffer, "ReplyWithStringBuffer");
     API(rm_reply_ll, "ReplyWithLongLong");
     API(rm_reply_error, "ReplyWithError");
+    API(rm_reply_call_reply, "ReplyWithCallReply");
     rm_set_attribs(ctx, "emqlanes", 1, RM_APIVER_1);
     if (rm_create_command(ctx, "emqlanes.enqueue_many", cmd_enqueue_many, "write deny-oom", 0, 0,
                           0) != RM_OK ||
