@@ -422,28 +422,85 @@ LANE_TEST(ring, bulk_turns_drop_an_empty_lane_without_a_turn)
     cr_assert_str_eq(ring, "TENb", "TENzz is gone, TENa empty, TENb holds one");
 }
 
-/* Lanes with one job each in the claim (many tenants, few jobs): each is
- * popped with one ZPOPMIN, no ZRANGE and no trim, and the ring keeps the
- * lanes that still hold jobs. */
+/* A ring shorter than the claim, so its turns are played: a lane with
+ * one job in the claim is popped with one ZPOPMIN (no ZRANGE and no
+ * trim), one with more is read with one ZRANGE and trimmed once, and the
+ * ring keeps the lanes that still hold jobs. */
 LANE_TEST(ring, bulk_turns_pop_a_lane_with_one_job_in_the_claim)
 {
-    enqueue_n("TENa", 2);
+    enqueue_n("TENa", 1);
     enqueue_n("TENb", 1);
+    enqueue_n("TENc", 3);
+    freeReplyObject(redisCommand(fx_conn, "CONFIG RESETSTAT"));
+    struct leased out[4];
+    cr_assert_eq(fx_claim(4, 30000, out, NULL), 4);
+    const char *want[] = {"JOBTENa-00000", "JOBTENb-00000", "JOBTENc-00000", "JOBTENc-00001"};
+    for (int i = 0; i < 4; i++)
+        cr_assert_str_eq(out[i].job, want[i]);
+    cr_assert_eq(fx_calls_of("zpopmin"), 2, "one ZPOPMIN for each one-job lane");
+    cr_assert_eq(fx_calls_of("zrange"), 1, "one ZRANGE for TENc's two");
+    cr_assert_eq(fx_calls_of("zremrangebyrank"), 1);
+    char ring[64];
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "TENc");
+    cr_assert_eq(fx_claim(3, 30000, out, NULL), 1);
+    cr_assert_str_eq(out[0].job, "JOBTENc-00002");
+}
+
+/* A ring at least as long as the claim (many tenants, few jobs each):
+ * each of its first lanes is popped two deep, with no ZCARD to size it
+ * first, and a second job goes straight back to its lane; the lanes that
+ * still hold jobs go to the tail, the others leave the ring. */
+LANE_TEST(ring, a_long_ring_pops_each_lane_without_sizing_it)
+{
+    enqueue_n("TENa", 1);
+    enqueue_n("TENb", 2);
     enqueue_n("TENc", 1);
+    enqueue_n("TENd", 1);
     freeReplyObject(redisCommand(fx_conn, "CONFIG RESETSTAT"));
     struct leased out[3];
     cr_assert_eq(fx_claim(3, 30000, out, NULL), 3);
     cr_assert_str_eq(out[0].job, "JOBTENa-00000");
     cr_assert_str_eq(out[1].job, "JOBTENb-00000");
     cr_assert_str_eq(out[2].job, "JOBTENc-00000");
+    cr_assert_eq(fx_calls_of("zcard"), 0, "no lane sized");
     cr_assert_eq(fx_calls_of("zpopmin"), 3, "one ZPOPMIN a lane");
-    cr_assert_eq(fx_calls_of("zrange"), 0);
-    cr_assert_eq(fx_calls_of("zremrangebyrank"), 0);
     char ring[64];
     fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "TENd,TENb", "TENd not reached, TENb to the tail, TENa and TENc gone");
+    cr_assert_eq(fx_claim(3, 30000, out, NULL), 2);
+    cr_assert_str_eq(out[0].job, "JOBTENd-00000");
+    cr_assert_str_eq(out[1].job, "JOBTENb-00001", "TENb's second job was put back");
+}
+
+/* A lane named twice among a long ring's first lanes (the ring rule
+ * broken) is served twice, its jobs in order, as the LMOVE loop serves
+ * it: popped again after its put-back. Both names stay while it holds
+ * jobs, as the loop leaves them. */
+LANE_TEST(ring, a_long_ring_serves_a_lane_named_twice_in_order)
+{
+    enqueue_n("TENa", 3);
+    enqueue_n("TENb", 1);
+    freeReplyObject(redisCommand(fx_conn, "RPUSH %s TENa", fx_q.names[KEY_RING]));
+    char ring[64];
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "TENa,TENb,TENa");
+    struct leased out[3];
+    cr_assert_eq(fx_claim(3, 30000, out, NULL), 3);
+    cr_assert_str_eq(out[0].job, "JOBTENa-00000");
+    cr_assert_str_eq(out[1].job, "JOBTENb-00000");
+    cr_assert_str_eq(out[2].job, "JOBTENa-00001");
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "TENa,TENa");
+    cr_assert_eq(fx_claim(1, 30000, out, NULL), 1);
+    cr_assert_str_eq(out[0].job, "JOBTENa-00002");
+    /* Emptied, TENa left the ring once; its second name is healed away by
+     * the next claim, which finds it empty and serves nothing. */
+    fx_ring(ring, sizeof(ring));
     cr_assert_str_eq(ring, "TENa");
-    cr_assert_eq(fx_claim(3, 30000, out, NULL), 1);
-    cr_assert_str_eq(out[0].job, "JOBTENa-00001");
+    cr_assert_eq(fx_claim(1, 30000, out, NULL), 0);
+    fx_ring(ring, sizeof(ring));
+    cr_assert_str_eq(ring, "");
 }
 
 /* Lanes TENa, TENb, TENc of per jobs each, a claim of n cut short by
