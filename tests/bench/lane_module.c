@@ -9,7 +9,9 @@
  * the hashing of every string it makes, its tables around each call).
  *
  * Also enqueue.lua's single enqueue with its hand-off to a parked
- * consumer (the light-load path).
+ * consumer (the light-load path). Its claim plays the turns as claim.lua
+ * did before it popped a long ring's lanes two deep without sizing them:
+ * the same replies and keys, other commands on such a ring.
  *
  * Each command takes FCALL's arguments for the library's function of
  * the same work (the function, numkeys, then its ARGV: the prefix and
