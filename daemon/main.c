@@ -18,6 +18,7 @@
 #include "metrics.h"
 #include "perm.h"
 #include "server.h"
+#include "spin.h"
 #include "supervise.h"
 
 /* A flag given on the command line, applied over the file (and again
@@ -201,6 +202,8 @@ static void reload_key(struct emqd *d, const struct config *next, const struct c
               (k->flags & CONFIG_SECRET) ? "(hidden)" : log_quote(v, q, sizeof(q)));
     if (k->offset == offsetof(struct config, log_level))
         log_threshold = (enum log_level)d->cfg.log_level;
+    if (k->offset == offsetof(struct config, spin_us))
+        spin_set_budget(d->cfg.spin_us);
 }
 
 /* Read the tokens file named by the running settings into a new table:
@@ -538,7 +541,10 @@ int main(int argc, char **argv)
      * for, so a daemon that is not listening yet is not a mystery. */
     log_event(LOG_INFO, "waiting for redis before listening", "redis=%s listen=%s",
               pool_where(pool), d.cfg.listen ? d.cfg.listen : "none");
+    spin_init(loop, d.cfg.spin_us);
     uv_run(loop, UV_RUN_DEFAULT);
+    spin_close(); /* unreferenced: it never kept the loop; its close runs below */
+    uv_run(loop, UV_RUN_NOWAIT);
     rc = uv_loop_close(loop);
     if (rc != 0)
         log_event(LOG_WARN, "loop closed with handles open", "error=%s", uv_err_name(rc));

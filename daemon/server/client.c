@@ -14,6 +14,7 @@
 #include "log.h"
 #include "req.h"
 #include "server.h"
+#include "spin.h"
 #include "tls.h"
 
 static void on_close_cb(uv_handle_t *h);
@@ -264,6 +265,7 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     struct client *c = st->data;
     (void)buf;
     if (nread > 0) {
+        spin_touch(); /* a request: its reply and push are near (util/spin.h) */
         frame_commit(&c->frame, (size_t)nread);
         client_input(c);
         return;

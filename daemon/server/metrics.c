@@ -26,6 +26,7 @@
 #include "cmd.h"
 #include "queue.h"
 #include "server.h"
+#include "spin.h"
 
 #define GROUP_PAGE     256
 #define SCRAPES_MAX    2    /* at once; each costs two backend calls per queue */
@@ -367,6 +368,19 @@ static void render_process(struct outbuf *o)
                 "Start time of the process since unix epoch in seconds.", pi.start_time, 2);
 }
 
+/* The loop's polling before sleep (spin-us, util/spin.h): what it costs. */
+static void render_spin(struct outbuf *o)
+{
+    struct spin_stats st;
+    spin_get_stats(&st);
+    scalar(o, "emqd_loop_spins_total", "counter",
+           "Spells of polling for work before sleeping (spin-us), each begun after a sleep.",
+           st.spins);
+    scalar_real(o, "emqd_loop_spin_seconds_total", "counter",
+                "Wall time the loop spent polling for work instead of sleeping (spin-us).",
+                (double)st.ns / 1e9, 6);
+}
+
 /* The bytes held for clients against max-buffered (budget.h). */
 static void render_budget(struct outbuf *o, const struct server *s)
 {
@@ -400,6 +414,7 @@ static void render(struct outbuf *o, const struct scrape *sc)
     family(o, "emqd_build_info", "gauge", "The running emqd's version.");
     put(o, "emqd_build_info{version=\"%s\"} 1\n", EMQ_VERSION);
     render_process(o);
+    render_spin(o);
     scalar(o, "emqd_connections", "gauge", "Client connections open now.", s->nclients);
     scalar(o, "emqd_connections_accepted_total", "counter", "Client connections accepted.",
            s->count.connections);

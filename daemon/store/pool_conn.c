@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 
 #include "log.h"
+#include "spin.h"
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
@@ -102,6 +103,7 @@ static void poll_cb(uv_poll_t *h, int status, int events)
         pp->events = 0;
     }
     if (pp->ac != NULL && (events & UV_READABLE)) {
+        spin_touch(); /* a reply: more of them, or the writes it brings (util/spin.h) */
         if (!pp->raw)
             redisAsyncHandleRead(pp->ac);
         else if (pp->ac->data != NULL) /* never hiredis's read: it would assert */
@@ -178,6 +180,8 @@ void pool_flush_cb(uv_idle_t *h)
         redisAsyncHandleWrite(pp->ac);
         pp->flushing = false; /* pp itself is freed only in poll_close_cb */
     }
+    /* Redis answers these within a round trip: wait for it awake. */
+    spin_touch();
     uv_idle_stop(h);
 }
 

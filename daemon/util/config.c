@@ -103,6 +103,9 @@ const struct config_key config_keys[] = {
      "default attempts before a job is dead (0 = unlimited)"},
     {"upkeep-ms", CONFIG_U64, OFF(upkeep_ms), 10, 3600000, "1000", 0,
      "longest sleep of each queue's reaper and promoter"},
+    {"spin-us", CONFIG_U64, OFF(spin_us), 0, 100000, "100", CONFIG_RELOAD,
+     "after work, poll for more this long before sleeping (0 = sleep at once): lower latency "
+     "at light load"},
 };
 const size_t config_nkeys = sizeof(config_keys) / sizeof(config_keys[0]);
 

@@ -49,6 +49,7 @@ struct config {
     uint64_t retention_ms; /* how long a completed row answers 'duplicate' */
     int max_attempts;      /* default for enqueue; 0 = unlimited */
     uint64_t upkeep_ms;    /* longest sleep of the reaper / promoter */
+    uint64_t spin_us;      /* poll this long after work before sleeping (util/spin.h) */
 
     /* TLS on the TCP listener (util/tls.h, server/client_tls.c). */
     char *tls_cert;         /* PEM certificate (and chain); NULL = no TLS */

@@ -522,3 +522,45 @@ Test(metrics, a_scrape_answers_while_redis_is_stopped)
           "the queue's gauges to come back with Redis");
     tc_close(c);
 }
+
+/* spin-us (util/spin.h): requests start spells of polling before sleep,
+ * counted in /metrics; with spin-us 0 the loop never polls. */
+static void some_work(void)
+{
+    struct tc_conn *c = fx_conn();
+    /* Pipelined in one write: an ordered session's work through Redis. */
+    static const char lines[] = "{\"op\":\"enqueue\",\"queue\":\"spin\",\"payload\":1}\n"
+                                "{\"op\":\"enqueue\",\"queue\":\"spin\",\"payload\":2}\n"
+                                "{\"op\":\"depth\",\"queue\":\"spin\"}\n";
+    cr_assert_eq(tc_send(c, lines, sizeof(lines) - 1), 0);
+    for (int i = 0; i < 2; i++) {
+        json_t *r = tc_read(c, wait_deadline_ms(0));
+        cr_assert(tc_ok(r), "enqueue %d answered", i);
+        json_decref(r);
+    }
+    json_t *d = tc_read(c, wait_deadline_ms(0));
+    cr_assert(tc_ok(d), "depth answered");
+    cr_assert_eq(json_integer_value(json_object_get(d, "depth")), 2, "both enqueued first");
+    json_decref(d);
+    tc_close(c);
+}
+
+Test(metrics, spells_of_polling_before_sleep_are_counted)
+{
+    start(NULL);
+    some_work();
+    char *body = scrape();
+    cr_assert_geq(scrape_value(body, "emqd_loop_spins_total"), 1.0, "%s", body);
+    cr_assert_gt(scrape_value(body, "emqd_loop_spin_seconds_total"), 0.0);
+    scrape_promtool(body);
+}
+
+Test(metrics, spin_us_0_never_polls)
+{
+    const char *const extra[] = {"--spin-us", "0", NULL};
+    start(extra);
+    some_work();
+    char *body = scrape();
+    cr_assert_eq(scrape_value(body, "emqd_loop_spins_total"), 0.0, "%s", body);
+    cr_assert_eq(scrape_value(body, "emqd_loop_spin_seconds_total"), 0.0);
+}
