@@ -305,14 +305,16 @@ static bool valid_phases(const struct bench *b)
  * why (the usage for a wrong combination). */
 int bench_parse_args(struct bench *b, int argc, char **argv)
 {
-    int o;
-    while ((o = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+    int o, which = 0;
+    while ((o = getopt_long(argc, argv, "", long_opts, &which)) != -1) {
         if (o == '?') {
             usage(stderr);
             return -1;
         }
+        /* By the table: argv[optind - 1] is the value when it came as a
+         * word of its own (--rate 2000). */
         if (parse_opt(b, o, optarg) != 0) {
-            fprintf(stderr, "emq-bench: bad value for --%s: %s\n", argv[optind - 1] + 2,
+            fprintf(stderr, "emq-bench: bad value for --%s: %s\n", long_opts[which].name,
                     optarg ? optarg : "");
             return -1;
         }
