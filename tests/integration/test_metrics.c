@@ -525,14 +525,17 @@ Test(metrics, a_scrape_answers_while_redis_is_stopped)
 
 /* spin-us (util/spin.h): requests start spells of polling before sleep,
  * counted in /metrics; with spin-us 0 the loop never polls. */
-static void some_work(void)
+static void some_work(const char *queue)
 {
     struct tc_conn *c = fx_conn();
     /* Pipelined in one write: an ordered session's work through Redis. */
-    static const char lines[] = "{\"op\":\"enqueue\",\"queue\":\"spin\",\"payload\":1}\n"
-                                "{\"op\":\"enqueue\",\"queue\":\"spin\",\"payload\":2}\n"
-                                "{\"op\":\"depth\",\"queue\":\"spin\"}\n";
-    cr_assert_eq(tc_send(c, lines, sizeof(lines) - 1), 0);
+    char lines[512];
+    int n = snprintf(lines, sizeof(lines),
+                     "{\"op\":\"enqueue\",\"queue\":\"%s\",\"payload\":1}\n"
+                     "{\"op\":\"enqueue\",\"queue\":\"%s\",\"payload\":2}\n"
+                     "{\"op\":\"depth\",\"queue\":\"%s\"}\n",
+                     queue, queue, queue);
+    cr_assert_eq(tc_send(c, lines, (size_t)n), 0);
     for (int i = 0; i < 2; i++) {
         json_t *r = tc_read(c, wait_deadline_ms(0));
         cr_assert(tc_ok(r), "enqueue %d answered", i);
@@ -548,7 +551,7 @@ static void some_work(void)
 Test(metrics, spells_of_polling_before_sleep_are_counted)
 {
     start(NULL);
-    some_work();
+    some_work("spin");
     char *body = scrape();
     cr_assert_geq(scrape_value(body, "emqd_loop_spins_total"), 1.0, "%s", body);
     cr_assert_gt(scrape_value(body, "emqd_loop_spin_seconds_total"), 0.0);
@@ -559,8 +562,34 @@ Test(metrics, spin_us_0_never_polls)
 {
     const char *const extra[] = {"--spin-us", "0", NULL};
     start(extra);
-    some_work();
+    some_work("spin");
     char *body = scrape();
     cr_assert_eq(scrape_value(body, "emqd_loop_spins_total"), 0.0, "%s", body);
     cr_assert_eq(scrape_value(body, "emqd_loop_spin_seconds_total"), 0.0);
+}
+
+/* spin-us reloads live: after a SIGHUP to 0, work starts no spell. */
+Test(metrics, spin_us_reloads_live)
+{
+    char path[32];
+    emqd_write_temp(path, "spin-us = 100\n");
+    const char *const extra[] = {"--config", path, NULL};
+    cr_assert_eq(emqd_log_to_file(&fx_emqd), 0);
+    start(extra);
+    some_work("spin");
+    cr_assert_geq(scrape_value(scrape(), "emqd_loop_spins_total"), 1.0);
+
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "spin-us = 0\n");
+    fclose(f);
+    cr_assert_eq(kill(fx_emqd.pid, SIGHUP), 0);
+    /* Each key's line comes before the summary, and its effect with it. */
+    await(emqd_log_has(&fx_emqd, "msg=reloaded changed=1"), "the reload to be logged");
+    cr_assert(emqd_log_has(&fx_emqd, "key=spin-us value=0"));
+    double spins = scrape_value(scrape(), "emqd_loop_spins_total");
+    some_work("spin2");
+    cr_assert_eq(scrape_value(scrape(), "emqd_loop_spins_total"), spins,
+                 "no spell after the reload to 0");
+    unlink(path);
 }
