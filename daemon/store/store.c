@@ -177,6 +177,13 @@ static void reply_cb(void *priv, int status, redisReply *reply)
                                        "the backend cluster is moving or lost this queue's slot; "
                                        "retry"};
             backend_error_log(LOG_WARN, "backend cluster refused a call", c, reply->str);
+        } else if (w == 7 && memcmp(reply->str, "LOADING", 7) == 0) {
+            /* A Redis restarted (or a replica resyncing) refuses every
+             * command until its data is loaded: the call did not run, as
+             * when the backend is not connected, so the client retries. */
+            st = (struct store_status){WIRE_EUNAVAILABLE,
+                                       "the backend is loading its data after a restart; retry"};
+            backend_error_log(LOG_WARN, "backend loading its data: refusing calls", c, reply->str);
         } else if (w == 3 && memcmp(reply->str, "OOM", 3) == 0) {
             /* Only what adds jobs is refused: the moves that drain carry
              * allow-oom (scripts/embed_lua.py). */
