@@ -52,6 +52,58 @@ void queue_job_view(const struct queue *q, const struct store_job *sj, long long
     };
 }
 
+bool queue_job_sendable(const struct store_job *sj)
+{
+    return sj->payload_len > 0 && memchr(sj->payload, '\n', sj->payload_len) == NULL;
+}
+
+/* A job on its way to the dead set: the settlement's strings, kept until
+ * its outcome is known. */
+struct buried {
+    struct queue *q;
+    struct store_fail_args fail;
+    char *job, *lease;
+    char strings[];
+};
+
+static const char unsendable[] = "stored payload cannot be sent: empty or holds a newline";
+
+static void buried_cb(void *priv, const struct store_status *st, enum store_outcome o)
+{
+    struct buried *b = priv;
+    if (st->code != 0) {
+        /* The lease runs out and the job is served again, and buried then. */
+        log_event(LOG_WARN, "a job that cannot be sent was not dead-lettered",
+                  "queue=%s job=%s error=%s", b->q->name, b->job, st->message);
+    } else if (o == STORE_DEAD) {
+        b->q->count.failed++;
+        b->q->count.dead++;
+        log_event(LOG_WARN, "dead-lettered a job whose stored payload cannot be sent",
+                  "queue=%s job=%s", b->q->name, b->job);
+    }
+    free(b);
+}
+
+void queue_bury_unsendable(struct queue *q, const struct store_job *sj)
+{
+    size_t jl = sj->id_len, ll = sj->lease_len;
+    struct buried *b = malloc(sizeof(*b) + jl + ll + 2);
+    if (b != NULL) {
+        *b = (struct buried){.q = q, .fail = {.error = unsendable, .retry_ms = -1, .dead = true}};
+        b->job = memcpy(b->strings, sj->id, jl + 1);
+        b->lease = memcpy(b->strings + jl + 1, sj->lease, ll + 1);
+        struct queue_settlement c = {
+            .job = b->job, .lease = b->lease, .fail = &b->fail, .done = buried_cb, .priv = b};
+        if (queue_settle(q, &c) == 0)
+            return;
+        free(b);
+    }
+    /* Out of memory: give it back with the attempt counted, so its
+     * attempts run out and it goes dead that way. */
+    struct store_pair back = {sj->id, sj->lease};
+    queue_release(q, 1, &back, unsendable, STORE_RELEASE_COUNTED);
+}
+
 int queue_pairs_add(struct queue_pairs *ps, const char *job, const char *lease)
 {
     if (ps->n == ps->cap) {

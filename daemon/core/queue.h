@@ -183,6 +183,15 @@ int queue_pairs_add(struct queue_pairs *ps, const char *job, const char *lease);
  * encoders in reply.h. */
 void queue_job_view(const struct queue *q, const struct store_job *sj, long long deadline,
                     struct reply_job *j);
+/* Whether sj's stored payload can go out spliced into a frame (reply.h:
+ * not empty, no newline). emqd stores only compact JSON, so a payload
+ * that cannot was written past it, straight at Redis. */
+bool queue_job_sendable(const struct store_job *sj);
+/* Dead-letter a leased job that cannot be sent (queue_job_sendable),
+ * instead of handing it out: sending it would break its connection's
+ * framing, and giving it back would serve it again, to every worker in
+ * turn, for ever. Its error on the row says why; `dead` lists it. */
+void queue_bury_unsendable(struct queue *q, const struct store_job *sj);
 /* One job was leased to a consumer of this daemon: count it as claimed
  * and record its wait. */
 void queue_leased(struct queue *q, long long wait_ms);

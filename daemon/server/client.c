@@ -1,5 +1,6 @@
 /* client: one connection's I/O (client.h): reading lines, pausing and
  * resuming reads, batching writes, closing. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,9 +129,13 @@ void client_push_job(struct client *c, const struct reply_job *j)
      * of its own to allocate, fill, copy and free for every job. On
      * failure the builder leaves out as it was. */
     size_t before = c->out.len, pending = c->out.len + c->wbuf.len;
-    if (reply_push_job(&c->out, j) != 0) {
-        log_event(LOG_WARN, "out of memory for output: disconnecting", "client=%s", c->addr);
-        client_close(c, "out of memory");
+    int rc = reply_push_job(&c->out, j);
+    if (rc != 0) {
+        /* Out of memory: the takers sent only sendable jobs
+         * (queue_job_sendable), so the builder has nothing else to refuse. */
+        log_event(LOG_WARN, "cannot build a job push: disconnecting", "client=%s error=%s", c->addr,
+                  strerror(-rc));
+        client_close(c, rc == -ENOMEM ? "out of memory" : "job push refused");
         return;
     }
     /* client_send's cap, on the line just built. */

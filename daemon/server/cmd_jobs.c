@@ -467,6 +467,10 @@ static void claim_cb(void *priv, const struct store_status *st, const struct sto
     for (size_t i = 0; i < res->n; i++) {
         const struct store_job *sj = &res->jobs[i];
         struct reply_job j;
+        if (!queue_job_sendable(sj)) {
+            queue_bury_unsendable(r->q, sj);
+            continue;
+        }
         /* A lease the connection cannot remember (out of memory) would
          * not be given back when it closes: give it back now instead. */
         if (lease_hold(c, r->q, sj, res->deadline, lease, NULL) != 0) {

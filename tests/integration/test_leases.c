@@ -313,3 +313,83 @@ Test(leases, pipelined_completes_go_in_bounded_calls)
     json_decref(jobs);
     tc_close(w);
 }
+
+/* Overwrite job's stored payload at Redis, as a hand other than emqd's
+ * might (emqd stores only compact JSON). */
+static void corrupt_payload(const char *queue, const char *job, const char *payload)
+{
+    redisContext *rc = redis_server_connect(&fx_redis);
+    cr_assert_not_null(rc);
+    redisReply *r =
+        redisCommand(rc, "HSET emq:{%s}:job:%s payload %b", queue, job, payload, strlen(payload));
+    cr_assert(r != NULL && r->type == REDIS_REPLY_INTEGER, "HSET refused");
+    freeReplyObject(r);
+    redisFree(rc);
+}
+
+/* Whether queue's dead list holds job, with an error saying its payload
+ * cannot be sent. */
+static bool dead_unsendable(struct tc_conn *c, const char *queue, const char *job)
+{
+    json_t *r =
+        OK(c, "{\"op\":\"dead\",\"queue\":\"%s\",\"action\":\"list\",\"limit\":100}", queue);
+    json_t *jobs = json_object_get(r, "jobs"), *d;
+    size_t i;
+    bool found = false;
+    json_array_foreach(jobs, i, d)
+    {
+        if (strcmp(jstr(d, "job"), job) == 0)
+            found = strstr(jstr(d, "error"), "cannot be sent") != NULL;
+    }
+    json_decref(r);
+    return found;
+}
+
+/* A job whose stored payload emqd could not have written (empty, or
+ * holding a newline: a row changed straight at Redis) would break its
+ * connection's framing, and given back it would be served again, to each
+ * worker in turn. So it is never handed out, by a claim or a stream: it
+ * goes to the dead set with its reason, the connection stays up, and the
+ * jobs beside it are served. */
+Test(leases, a_job_whose_stored_payload_cannot_be_sent_is_dead_lettered)
+{
+    struct tc_conn *p = fx_conn(), *w = fx_conn();
+    char *bad1 = enqueue(p, "ls6", "TENa"), *good = enqueue(p, "ls6", "TENa"),
+         *bad2 = enqueue(p, "ls6", "TENb");
+    corrupt_payload("ls6", bad1, "");
+    corrupt_payload("ls6", bad2, "{\"a\":\n1}");
+
+    /* A claim of all three gets the sendable one. */
+    json_t *r = tc_call(w, "{\"op\":\"claim\",\"queue\":\"ls6\",\"count\":3,\"lease_ms\":3600000}");
+    json_t *jobs = claim_jobs(r);
+    cr_assert_eq(json_array_size(jobs), 1, "only the sendable job is handed out");
+    cr_assert_str_eq(jstr(json_array_get(jobs, 0), "job"), good);
+    json_decref(r);
+    await(dead_unsendable(p, "ls6", bad1) && dead_unsendable(p, "ls6", bad2),
+          "both unsendable jobs dead-lettered, with their reason");
+
+    /* A stream skips one too, and is pushed the job behind it: the
+     * buried job costs it no credit. */
+    char *bad3 = enqueue(p, "ls6", "TENc"), *next = enqueue(p, "ls6", "TENc");
+    corrupt_payload("ls6", bad3, "");
+    r = tc_call(w, "{\"op\":\"stream\",\"queue\":\"ls6\",\"credit\":1,\"lease_ms\":3600000}");
+    assert_ok(r);
+    json_decref(r);
+    json_t *push = next_push(w, NULL);
+    cr_assert_str_eq(jstr(push, "job"), next);
+    json_decref(push);
+    await(dead_unsendable(p, "ls6", bad3), "the streamed-past job dead-lettered");
+
+    /* The worker's connection is still up and in step, and the store is
+     * sound. */
+    cr_assert_eq(tc_send_line(w, "{\"op\":\"ping\",\"ref\":\"after\"}"), 0);
+    r = reply_past_pushes(w, NULL);
+    assert_ok(r);
+    cr_assert_str_eq(jstr(r, "ref"), "after");
+    json_decref(r);
+    cr_assert_eq(fx_stat(p, "ls6", "dead"), 3);
+    assert_check_clean(p, "ls6");
+    free(bad1), free(good), free(bad2), free(bad3), free(next);
+    tc_close(p);
+    tc_close(w);
+}
