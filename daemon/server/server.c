@@ -30,6 +30,9 @@ static void flush_cb(uv_check_t *h)
     client_flush_all(s);
 }
 
+static void known_queues_cb(void *priv, const struct store_status *st, size_t n,
+                            const struct store_text *names);
+
 static void sweep_cb(uv_timer_t *t)
 {
     struct server *s = t->data;
@@ -47,20 +50,35 @@ static void sweep_cb(uv_timer_t *t)
         cmd_throughput_sample(s);
     }
     backoff_sweep(&s->backoff, now);
+    if (s->registry_unread && !s->stopping) {
+        s->registry_unread = false; /* set again if this read fails too */
+        store_queues_list(s->pool, known_queues_cb, s);
+    }
 }
 
 /* Every queue any daemon has used is named in emq:queues, so a daemon
  * that starts (or restarts) runs the upkeep of all of them, not only of
- * those its own clients name. */
+ * those its own clients name. A read that fails (a Redis restarted with
+ * data answers LOADING until it is in memory, though it is connected) is
+ * made again by the next sweep, until one succeeds: else the leases and
+ * delayed jobs of a queue no client names would wait for the next
+ * reconnection. */
 static void known_queues_cb(void *priv, const struct store_status *st, size_t n,
                             const struct store_text *names)
 {
     struct server *s = priv;
     if (st->code != 0) {
-        log_event(LOG_WARN, "backend connected, but its queue registry could not be read",
-                  "redis=%s queues=%zu", pool_where(s->pool), s->eng.queues.count);
+        char m[300];
+        if (!s->registry_warned)
+            log_event(LOG_WARN,
+                      "backend connected, but its queue registry could not be read: "
+                      "reading it again every second",
+                      "redis=%s queues=%zu error=%s", pool_where(s->pool), s->eng.queues.count,
+                      log_quote(st->message, m, sizeof(m)));
+        s->registry_unread = s->registry_warned = true;
         return;
     }
+    s->registry_unread = s->registry_warned = false;
     for (size_t i = 0; i < n; i++)
         engine_queue(&s->eng, names[i].str, names[i].len, true);
     /* Logged once the registry is read, so the count is the backend's. */

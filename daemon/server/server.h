@@ -66,6 +66,10 @@ struct server {
     struct tls_ctx *tls;    /* new TCP connections' TLS context (client_tls.h), or NULL */
     uv_signal_t sigterm, sigint;
     bool stopping, listening;
+    /* The queue registry's read failed (a backend still loading its data
+     * answers LOADING): the sweep reads it again; warned, the failure of
+     * this run of them is logged. */
+    bool registry_unread, registry_warned;
     int exit_code;
     uv_timer_t drain_timer;
     int drain_ticks;

@@ -142,6 +142,108 @@ Test(rel_backend, redis_killed_and_restarted_under_load)
     cr_assert_eq(emqd_stop(&fx_emqd), 0, "emqd did not exit cleanly (under ASan: a leak?)");
 }
 
+/* Save the fixture's Redis with 2,000 more keys, kill it, and start it
+ * again on that data with a delay of 2 ms a key as it loads them
+ * (Redis's key-load-delay, in microseconds): it answers at once, and
+ * refuses every other call with LOADING for at least 4 s on any machine. */
+static void restart_loading_slowly(void)
+{
+    redisContext *rc = redis_server_connect(&fx_redis);
+    cr_assert_not_null(rc);
+    cr_assert_eq(redis_int(rc, "EVAL %s 0",
+                           "for i = 1, 2000 do redis.call('SET', 'filler:' .. i, i) end "
+                           "return 1"),
+                 1);
+    redisReply *saved = redisCommand(rc, "SAVE");
+    cr_assert(saved != NULL && saved->type == REDIS_REPLY_STATUS, "SAVE refused");
+    freeReplyObject(saved);
+    redisFree(rc);
+    redis_server_kill(&fx_redis);
+    static const char *const slow[] = {"--key-load-delay", "2000",
+                                       "--loading-process-events-interval-bytes", "1024", NULL};
+    cr_assert_eq(redis_server_restart(&fx_redis, slow), 0, "redis did not restart");
+}
+
+/* Enqueue payload (JSON text) to queue in group TENa; the new job's id
+ * (free it). */
+static char *enqueue_id(struct tc_conn *p, const char *queue, const char *payload)
+{
+    json_t *r = OK(p, "{\"op\":\"enqueue\",\"queue\":\"%s\",\"group\":\"TENa\",\"payload\":%s}",
+                   queue, payload);
+    char *id = strdup(jstr(r, "job"));
+    json_decref(r);
+    return id;
+}
+
+/* Until a restarted Redis has its data in memory it answers every call
+ * LOADING: the call did not run, so emqd answers EUNAVAILABLE, as for a
+ * backend that is down (never EINTERNAL); once loaded, the job saved
+ * before is there and new work lands. */
+Test(rel_backend, a_backend_loading_its_data_answers_eunavailable_until_loaded)
+{
+    struct tc_conn *p = fx_conn();
+    char *id = enqueue_id(p, "ld", "{\"n\":7}");
+    json_t *r;
+    restart_loading_slowly();
+    /* Each job op is refused as unavailable until the data is in; the
+     * ones that reached Redis say it is loading. */
+    int loading = 0;
+    for (;;) {
+        r = tc_call(p, "{\"op\":\"job\",\"queue\":\"ld\",\"job\":\"%s\"}", id);
+        cr_assert_not_null(r, "no reply while redis loads");
+        if (tc_ok(r))
+            break;
+        cr_assert_str_eq(tc_error(r), "EUNAVAILABLE", "%s", jstr(r, "message"));
+        loading += strstr(jstr(r, "message"), "loading") != NULL;
+        json_decref(r);
+    }
+    cr_assert_gt(loading, 0, "no call met the loading backend");
+    json_t *job = json_object_get(r, "job");
+    cr_assert_str_eq(jstr(job, "state"), "pending");
+    cr_assert_eq(jint(json_object_get(job, "payload"), "n"), 7);
+    json_decref(r);
+    json_decref(OK(p, "{\"op\":\"enqueue\",\"queue\":\"ld\",\"payload\":1}"));
+    free(id);
+    tc_close(p);
+}
+
+/* Whether job's row in queue is in state want, read at Redis (false
+ * while Redis refuses calls, and for no such row). */
+static bool row_state_is(const char *queue, const char *job, const char *want)
+{
+    redisContext *rc = redis_server_connect(&fx_redis);
+    if (rc == NULL)
+        return false;
+    redisReply *r = redisCommand(rc, "HGET emq:{%s}:job:%s state", queue, job);
+    bool yes = r != NULL && r->type == REDIS_REPLY_STRING && strcmp(r->str, want) == 0;
+    freeReplyObject(r);
+    redisFree(rc);
+    return yes;
+}
+
+/* A daemon that starts while its Redis is still loading cannot read the
+ * queue registry then; it reads it again until it can, so it runs the
+ * upkeep of every queue, not only of those its clients name: here it
+ * reaps the lease a killed daemon left in a queue nobody names to it. */
+Test(rel_backend, a_daemon_started_on_a_loading_backend_learns_its_queues)
+{
+    struct tc_conn *p = fx_conn();
+    char *id = enqueue_id(p, "ldq", "1");
+    json_t *r;
+    /* Leased for 4 s, and its daemon killed: nothing gives it back. */
+    cr_assert_eq(json_array_size(claim_jobs(r = tc_call(p, "{\"op\":\"claim\",\"queue\":"
+                                                           "\"ldq\",\"lease_ms\":4000}"))),
+                 1);
+    json_decref(r);
+    tc_close(p);
+    emqd_kill(&fx_emqd);
+    cr_assert(row_state_is("ldq", id, "active"));
+    restart_loading_slowly();
+    cr_assert_eq(emqd_start(&fx_second, fx_redis.port, NULL), 0);
+    await(row_state_is("ldq", id, "pending"), "the new daemon to reap the lease of %s", id);
+    free(id);
+}
+
 struct flusher {
     int port;
     atomic_bool stop;
