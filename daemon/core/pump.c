@@ -65,6 +65,12 @@ struct pump {
 static void hand_out(struct queue *q, bool flat, uint64_t lease_ms, const struct store_job *sj,
                      long long deadline, struct queue_pairs *orphans)
 {
+    /* Before a waiter is chosen: it is neither given the job nor counted
+     * as served (a parked claim is not answered for it). */
+    if (!queue_job_sendable(sj)) {
+        queue_bury_unsendable(q, sj);
+        return;
+    }
     struct waiter *w = q->wait_head;
     while (w != NULL && (w->flat != flat || w->lease_ms != lease_ms || w->room == 0))
         w = w->qnext;

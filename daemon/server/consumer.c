@@ -82,10 +82,6 @@ static bool take(struct waiter *w, const struct store_job *sj, long long deadlin
     struct consumer *k = of(w);
     struct client *c = k->c;
     struct reply_job j;
-    if (!queue_job_sendable(sj)) {
-        queue_bury_unsendable(w->q, sj);
-        return true;
-    }
     if (lease_hold(c, w->q, sj, deadline, w->lease_ms, k->stream ? k : NULL) != 0) {
         struct store_pair back = {sj->id, sj->lease};
         log_event(LOG_WARN, "out of memory: a leased job is given back", "client=%s queue=%s",

@@ -380,6 +380,26 @@ Test(leases, a_job_whose_stored_payload_cannot_be_sent_is_dead_lettered)
     json_decref(push);
     await(dead_unsendable(p, "ls6", bad3), "the streamed-past job dead-lettered");
 
+    /* A parked claim is not answered for one: put back by `dead retry`
+     * (its row still unmended) while the claim waits, it is buried
+     * again, and the claim is answered with the next job it can have. */
+    struct tc_conn *k = fx_conn();
+    cr_assert_eq(tc_send_line(k, "{\"op\":\"claim\",\"queue\":\"ls6\",\"count\":1,"
+                                 "\"wait_ms\":3600000,\"lease_ms\":3600000}"),
+                 0);
+    fx_await_quiet(&fx_emqd); /* parked: nothing to claim */
+    r = OK(p, "{\"op\":\"dead\",\"queue\":\"ls6\",\"action\":\"retry\",\"job\":\"%s\"}", bad1);
+    cr_assert_eq(jint(r, "count"), 1);
+    json_decref(r);
+    await(dead_unsendable(p, "ls6", bad1), "the retried job buried again");
+    char *last = enqueue(p, "ls6", "TENa");
+    r = tc_read(k, wait_deadline_ms(0));
+    jobs = claim_jobs(r);
+    cr_assert_eq(json_array_size(jobs), 1);
+    cr_assert_str_eq(jstr(json_array_get(jobs, 0), "job"), last);
+    json_decref(r);
+    tc_close(k);
+
     /* The worker's connection is still up and in step, and the store is
      * sound. */
     cr_assert_eq(tc_send_line(w, "{\"op\":\"ping\",\"ref\":\"after\"}"), 0);
@@ -388,6 +408,7 @@ Test(leases, a_job_whose_stored_payload_cannot_be_sent_is_dead_lettered)
     cr_assert_str_eq(jstr(r, "ref"), "after");
     json_decref(r);
     cr_assert_eq(fx_stat(p, "ls6", "dead"), 3);
+    free(last);
     assert_check_clean(p, "ls6");
     free(bad1), free(good), free(bad2), free(bad3), free(next);
     tc_close(p);
